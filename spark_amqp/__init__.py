@@ -1,0 +1,40 @@
+"""spark-amqp: a PySpark Structured Streaming connector for AMQP 0-9-1 (RabbitMQ).
+
+Layers, each depending only on the ones before it:
+
+1. :mod:`spark_amqp.protocol` - sans-IO codec and connection/channel state machines.
+2. :mod:`spark_amqp.client` (blocking client transport) and :mod:`spark_amqp.broker`
+   (the embedded asyncio broker).
+3. :mod:`spark_amqp.spark` - the ``amqp`` data source (stream reader and writers).
+4. :mod:`spark_amqp.cli` - the ``spark-amqp`` command, and ``jobs/``.
+
+Heavy imports (pyspark, the broker) happen lazily so that importing the package is cheap.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["register", "EmbeddedBroker", "AmqpDataSource", "__version__"]
+
+
+def register(spark) -> None:
+    """Register the ``amqp`` data source with ``spark`` (a SparkSession).
+
+    Equivalent to ``spark.dataSource.register(AmqpDataSource)``.
+    """
+    from .spark.datasource import AmqpDataSource
+
+    spark.dataSource.register(AmqpDataSource)
+
+
+def __getattr__(name: str):
+    if name == "EmbeddedBroker":
+        from .broker.embedded import EmbeddedBroker
+
+        return EmbeddedBroker
+    if name == "AmqpDataSource":
+        from .spark.datasource import AmqpDataSource
+
+        return AmqpDataSource
+    raise AttributeError(f"module 'spark_amqp' has no attribute {name!r}")

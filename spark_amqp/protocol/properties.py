@@ -1,0 +1,169 @@
+"""Basic content properties (the content header of class 60), all 14 of them.
+
+Order, types and flag bits from the 0-9-1 reference [002] §basic and the digest's table 2.3:
+the first property is flag bit 15 of the first property-flags short; bit 0 of a flags word
+means another flags word follows. Absent properties are ``None``.
+
+=================  =========  ====  ======================================================
+property           type       bit   Python value
+=================  =========  ====  ======================================================
+content_type       shortstr   15    str
+content_encoding   shortstr   14    str
+headers            table      13    dict (see :mod:`spark_amqp.protocol.values`)
+delivery_mode      octet      12    int (1 transient, 2 persistent)
+priority           octet      11    int (0-9; RabbitMQ up to 255 with x-max-priority)
+correlation_id     shortstr   10    str
+reply_to           shortstr    9    str
+expiration         shortstr    8    str (RabbitMQ: per-message TTL in milliseconds)
+message_id         shortstr    7    str
+timestamp          timestamp   6    int, POSIX seconds
+type               shortstr    5    str
+user_id            shortstr    4    str (RabbitMQ checks it against the login user)
+app_id             shortstr    3    str
+cluster_id         shortstr    2    str (reserved in 0-9-1, "must be empty")
+=================  =========  ====  ======================================================
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from . import values as _values
+from .errors import AMQPSyntaxError, FrameError
+
+__all__ = ["BasicProperties", "PROPERTIES", "decode_properties"]
+
+PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("content_type", "shortstr"),
+    ("content_encoding", "shortstr"),
+    ("headers", "table"),
+    ("delivery_mode", "octet"),
+    ("priority", "octet"),
+    ("correlation_id", "shortstr"),
+    ("reply_to", "shortstr"),
+    ("expiration", "shortstr"),
+    ("message_id", "shortstr"),
+    ("timestamp", "timestamp"),
+    ("type", "shortstr"),
+    ("user_id", "shortstr"),
+    ("app_id", "shortstr"),
+    ("cluster_id", "shortstr"),
+)
+_NAMES = tuple(n for n, _ in PROPERTIES)
+
+
+def _generate() -> tuple[str, dict]:
+    ns: dict[str, Any] = {
+        "_U8": struct.Struct(">B"), "_U64": struct.Struct(">Q"), "_U16": struct.Struct(">H"),
+        "_encode_table": _values.encode_table, "_decode_table": _values._decode_table_at,
+        "AMQPSyntaxError": AMQPSyntaxError, "FrameError": FrameError, "struct": struct,
+    }
+    init = ["def __init__(self, " + ", ".join(f"{n}=None" for n in _NAMES) + "):"]
+    init += [f"    self.{n} = {n}" for n in _NAMES]
+    enc = ["def encode(self):", "    flags = 0", "    parts = [b'']", "    ap = parts.append"]
+    dec = ["def decode_properties(buf, off, end):",
+           "    try:",
+           "        flags, = _U16.unpack_from(buf, off)",
+           "        off += 2",
+           "        more = flags",
+           "        while more & 1:",
+           "            more, = _U16.unpack_from(buf, off)",
+           "            off += 2",
+           "            if more & 0xFFFE:",
+           "                raise FrameError('content header sets unknown basic property flags 0x%04x in a continuation word' % more)",
+           "        if flags & 0x0002:",
+           "            raise FrameError('content header sets unknown basic property flag bit 1')",
+           "        p = _new(BasicProperties)"]
+    for i, (n, t) in enumerate(PROPERTIES):
+        bit = 1 << (15 - i)
+        enc.append(f"    v = self.{n}")
+        enc.append("    if v is not None:")
+        enc.append(f"        flags |= {bit}")
+        dec.append(f"        if flags & {bit}:")
+        if t == "shortstr":
+            enc.append("        v = v.encode('utf-8') if v.__class__ is str else bytes(v)")
+            enc.append("        if len(v) > 255:")
+            enc.append(f"            raise AMQPSyntaxError('basic property {n} is longer than 255 bytes')")
+            enc.append("        ap(bytes((len(v),)))")
+            enc.append("        ap(v)")
+            dec.append("            n = buf[off]")
+            dec.append("            off += 1")
+            dec.append(f"            p.{n} = buf[off:off + n].decode('utf-8')")
+            dec.append("            off += n")
+        elif t == "table":
+            enc.append("        ap(_encode_table(v))")
+            dec.append(f"            p.{n}, off = _decode_table(buf, off, end, 0)")
+        elif t == "octet":
+            enc.append("        try:")
+            enc.append("            ap(_U8.pack(v))")
+            enc.append("        except struct.error as exc:")
+            enc.append(f"            raise AMQPSyntaxError('basic property {n}=%r is not an octet (0-255)' % (v,)) from exc")
+            dec.append(f"            p.{n} = buf[off]")
+            dec.append("            off += 1")
+        elif t == "timestamp":
+            enc.append("        try:")
+            enc.append("            ap(_U64.pack(int(v)))")
+            enc.append("        except struct.error as exc:")
+            enc.append(f"            raise AMQPSyntaxError('basic property {n}=%r is not an unsigned 64-bit POSIX time' % (v,)) from exc")
+            dec.append(f"            p.{n}, = _U64.unpack_from(buf, off)")
+            dec.append("            off += 8")
+        dec.append("        else:")
+        dec.append(f"            p.{n} = None")
+    enc.append("    parts[0] = _U16.pack(flags)")
+    enc.append("    return b''.join(parts)")
+    dec += ["    except (struct.error, IndexError) as exc:",
+            "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
+            "    except UnicodeDecodeError as exc:",
+            "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
+            "    if off != end:",
+            "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
+            "    return p"]
+    return "\n".join(init + [""] + enc + [""] + dec) + "\n", ns
+
+
+_SRC, _NS = _generate()
+exec(compile(_SRC, "<amqp basic properties>", "exec"), _NS)
+
+
+class BasicProperties:
+    """The 14 basic content properties; every attribute defaults to ``None`` (absent).
+
+    ``encode()`` returns the property-flags short(s) followed by the present values.
+    Raises :class:`AMQPSyntaxError` (502) for values that cannot be encoded (a short string
+    over 255 bytes, an octet outside 0-255).
+    """
+
+    __slots__ = _NAMES
+    __init__ = _NS["__init__"]
+    encode = _NS["encode"]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BasicProperties):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in _NAMES)
+
+    def __hash__(self) -> int:
+        return hash(tuple(repr(getattr(self, n)) for n in _NAMES))
+
+    def __repr__(self) -> str:
+        present = ", ".join(f"{n}={getattr(self, n)!r}" for n in _NAMES if getattr(self, n) is not None)
+        return f"BasicProperties({present})"
+
+    def __reduce__(self):
+        return (BasicProperties, tuple(getattr(self, n) for n in _NAMES))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Present properties as a dict (absent ones omitted)."""
+        return {n: getattr(self, n) for n in _NAMES if getattr(self, n) is not None}
+
+
+_NS["BasicProperties"] = BasicProperties
+_NS["_new"] = object.__new__
+decode_properties = _NS["decode_properties"]
+decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
+
+Returns a :class:`BasicProperties`. Raises FrameError (501) on truncation, unknown flag bits
+or trailing bytes, AMQPSyntaxError (502) on invalid UTF-8.
+"""
+EMPTY_PROPERTIES_BYTES = b"\x00\x00"

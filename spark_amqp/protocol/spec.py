@@ -1,0 +1,331 @@
+"""AMQP 0-9-1 method classes, generated at import time from one machine-readable table.
+
+The table is ``amqp0-9-1.tsv`` beside this file: one row per method with class/method ids,
+synchronous flag, response methods, fields with wire types, and whether the method carries
+content. It was derived from the seeds (0-9-1 reference [002], RabbitMQ's complete reference
+[004]) and includes RabbitMQ's extensions (confirm.select, basic.nack, exchange.bind/unbind,
+connection.blocked/unblocked/update-secret) and the ``access`` class RabbitMQ still accepts.
+
+For every row a class is built with ``__slots__`` for its fields, an ``encode()`` returning the
+method payload (class id, method id, arguments) and a ``decode(buf, off, end)`` classmethod.
+Both are specialised Python source compiled with ``exec`` (as ``collections.namedtuple``
+does): consecutive fixed-width fields and bit runs are packed with a single ``struct`` call.
+Bit packing follows the 0-9-1 spec §4.2.5.2: consecutive bits share octets from the low bit up.
+
+Access the classes as ``spec.Basic.Publish``, ``spec.Connection.Tune`` or by index through
+:data:`METHODS` (``(class_id << 16) | method_id``).
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import struct
+from typing import Any, ClassVar
+
+from . import values as _values
+from .errors import AMQPSyntaxError, FrameError
+
+__all__ = ["Method", "METHODS", "CLASSES", "CLASS_IDS", "method_class", "SPEC_TABLE_PATH"]
+
+SPEC_TABLE_PATH = os.path.join(os.path.dirname(__file__), "amqp0-9-1.tsv")
+
+_FIXED = {"octet": ("B", 1), "short": ("H", 2), "long": ("I", 4), "longlong": ("Q", 8),
+          "timestamp": ("Q", 8)}
+_DEFAULTS = {"octet": "0", "short": "0", "long": "0", "longlong": "0", "timestamp": "0",
+             "bit": "False", "shortstr": "''", "longstr": "b''", "table": "None"}
+
+
+class Method:
+    """Base class of every generated AMQP method.
+
+    Class attributes (set per generated class):
+        CLASS_ID, METHOD_ID: the wire ids; INDEX = ``(CLASS_ID << 16) | METHOD_ID``.
+        NAME: ``"class.method"`` as in the spec, e.g. ``"basic.publish"``.
+        synchronous: whether the sender must wait for one of ``responses``.
+        responses: the response method classes (empty tuple when asynchronous).
+        has_content: whether a content header and body frames follow this method.
+        fields: the Python attribute names in wire order; field_types: their AMQP types.
+    """
+
+    __slots__ = ()
+    CLASS_ID: ClassVar[int] = 0
+    METHOD_ID: ClassVar[int] = 0
+    INDEX: ClassVar[int] = 0
+    NAME: ClassVar[str] = ""
+    synchronous: ClassVar[bool] = False
+    responses: ClassVar[tuple] = ()
+    has_content: ClassVar[bool] = False
+    fields: ClassVar[tuple[str, ...]] = ()
+    field_types: ClassVar[tuple[str, ...]] = ()
+
+    def encode(self) -> bytes:  # pragma: no cover - replaced per class
+        raise NotImplementedError
+
+    @classmethod
+    def decode(cls, buf: bytes, off: int, end: int) -> "Method":  # pragma: no cover
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(_norm(getattr(self, f)) == _norm(getattr(other, f)) for f in self.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.INDEX,) + tuple(repr(getattr(self, f)) for f in self.fields))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.fields)
+        return f"<{self.NAME}({args})>"
+
+    def __reduce__(self):
+        return (type(self), tuple(getattr(self, f) for f in self.fields))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict, in wire order."""
+        return {f: getattr(self, f) for f in self.fields}
+
+
+def _norm(v: Any) -> Any:
+    # tables: None and {} are the same on the wire
+    return {} if v is None else v
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def _pyname(name: str) -> str:
+    n = name.replace("-", "_")
+    return n + "_" if keyword.iskeyword(n) else n
+
+
+def _groups(fields: list[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """Split fields into ('fixed', [(name, type)…]) runs, with bits inside runs, and others."""
+    out: list[tuple[str, Any]] = []
+    run: list[tuple[str, str]] = []
+    for name, typ in fields:
+        if typ in _FIXED or typ == "bit":
+            run.append((name, typ))
+        else:
+            if run:
+                out.append(("fixed", run))
+                run = []
+            out.append((typ, name))
+    if run:
+        out.append(("fixed", run))
+    return out
+
+
+def _fixed_layout(run: list[tuple[str, str]]):
+    """Return (struct format, items) where items are ('v', name) or ('bits', [names])."""
+    fmt = ">"
+    items: list[tuple[str, Any]] = []
+    bits: list[str] = []
+    for name, typ in run:
+        if typ == "bit":
+            bits.append(name)
+            if len(bits) == 8:
+                fmt += "B"
+                items.append(("bits", bits))
+                bits = []
+            continue
+        if bits:
+            fmt += "B"
+            items.append(("bits", bits))
+            bits = []
+        fmt += _FIXED[typ][0]
+        items.append(("v", name))
+    if bits:
+        fmt += "B"
+        items.append(("bits", bits))
+    return fmt, items
+
+
+def _build_method(class_name: str, class_id: int, method_name: str, method_id: int,
+                  synchronous: bool, fields: list[tuple[str, str]], has_content: bool,
+                  structs: dict[str, struct.Struct]) -> type:
+    names = [_pyname(n) for n, _ in fields]
+    pyfields = [(_pyname(n), t) for n, t in fields]
+    ns: dict[str, Any] = {
+        "FrameError": FrameError, "AMQPSyntaxError": AMQPSyntaxError, "struct": struct,
+        "_decode_table": _values._decode_table_at, "_encode_table": _values.encode_table,
+        "_u32": struct.Struct(">I"), "_S": structs,
+    }
+    prefix = struct.pack(">HH", class_id, method_id)
+    ns["_PREFIX"] = prefix
+
+    # ------------------------------------------------------------------ __init__
+    params = ", ".join(f"{n}={_DEFAULTS[t]}" for n, t in pyfields)
+    init_lines = [f"def __init__(self{', ' + params if params else ''}):"]
+    for n, t in pyfields:
+        init_lines.append(f"    self.{n} = {n}")
+    if not pyfields:
+        init_lines.append("    pass")
+
+    # ------------------------------------------------------------------ encode
+    enc = ["def encode(self):", "    parts = [_PREFIX]", "    ap = parts.append"]
+    # ------------------------------------------------------------------ decode
+    dec = ["def decode(cls, buf, off, end):", "    try:"]
+    for kind, payload in _groups(pyfields):
+        if kind == "fixed":
+            fmt, items = _fixed_layout(payload)
+            key = fmt
+            if key not in structs:
+                structs[key] = struct.Struct(fmt)
+            size = structs[key].size
+            sv = f"_st{len([k for k in ns if k.startswith('_st')])}"
+            ns[sv] = structs[key]
+            enc_args = []
+            dec_targets = []
+            for i, (ik, iv) in enumerate(items):
+                if ik == "v":
+                    enc_args.append(f"self.{iv}")
+                    dec_targets.append(iv)
+                else:
+                    expr = " | ".join(f"(1 if self.{b} else 0) << {j}" for j, b in enumerate(iv))
+                    enc_args.append(f"({expr})")
+                    dec_targets.append(f"_bits{i}")
+            enc.append("    try:")
+            enc.append(f"        ap({sv}.pack({', '.join(enc_args)}))")
+            enc.append("    except struct.error as exc:")
+            enc.append(f"        raise AMQPSyntaxError('{class_name}.{method_name}: ' + str(exc)) from exc")
+            dec.append(f"        {', '.join(dec_targets)}, = {sv}.unpack_from(buf, off)")
+            dec.append(f"        off += {size}")
+            for i, (ik, iv) in enumerate(items):
+                if ik == "bits":
+                    for j, b in enumerate(iv):
+                        dec.append(f"        {b} = (_bits{i} >> {j}) & 1 == 1")
+        elif kind == "shortstr":
+            n = payload
+            enc.append(f"    _t = self.{n}")
+            enc.append("    _t = _t.encode('utf-8') if _t.__class__ is str else bytes(_t)")
+            enc.append("    if len(_t) > 255:")
+            enc.append(f"        raise AMQPSyntaxError('{class_name}.{method_name} {n}: short string longer than 255 bytes')")
+            enc.append("    ap(bytes((len(_t),)))")
+            enc.append("    ap(_t)")
+            dec.append("        _n = buf[off]")
+            dec.append("        off += 1")
+            dec.append(f"        {n} = buf[off:off + _n].decode('utf-8')")
+            dec.append("        off += _n")
+        elif kind == "longstr":
+            n = payload
+            enc.append(f"    _t = self.{n}")
+            enc.append("    _t = _t.encode('utf-8') if _t.__class__ is str else bytes(_t)")
+            enc.append("    ap(_u32.pack(len(_t)))")
+            enc.append("    ap(_t)")
+            dec.append("        _n, = _u32.unpack_from(buf, off)")
+            dec.append("        off += 4")
+            dec.append(f"        {n} = bytes(buf[off:off + _n])")
+            dec.append("        off += _n")
+        elif kind == "table":
+            n = payload
+            enc.append(f"    ap(_encode_table(self.{n}))")
+            dec.append(f"        {n}, off = _decode_table(buf, off, end, 0)")
+        else:  # pragma: no cover - the table only uses the types above
+            raise ValueError(f"unsupported field type {kind}")
+    enc.append("    return b''.join(parts)")
+    full = f"{class_name}.{method_name}"
+    if len(dec) == 2:
+        dec.append("        pass")
+    dec.append("    except (struct.error, IndexError) as exc:")
+    dec.append(f"        raise FrameError('truncated or malformed {full} method frame') from exc")
+    dec.append("    except UnicodeDecodeError as exc:")
+    dec.append(f"        raise AMQPSyntaxError('{full}: short string is not valid UTF-8') from exc")
+    dec.append("    if off != end:")
+    dec.append(f"        raise FrameError('{full} method frame: ' + ('%d unexpected trailing bytes' % (end - off) if off < end else 'truncated'))")
+    dec.append(f"    return cls({', '.join(names)})")
+    if not pyfields:  # fast paths for empty methods
+        enc = ["def encode(self):", "    return _PREFIX"]
+
+    src = "\n".join(init_lines + [""] + enc + [""] + dec) + "\n"
+    exec(compile(src, f"<amqp {full}>", "exec"), ns)
+
+    cls = type(_camel(method_name), (Method,), {
+        "__slots__": tuple(names),
+        "__init__": ns["__init__"],
+        "encode": ns["encode"],
+        "decode": classmethod(ns["decode"]),
+        "CLASS_ID": class_id,
+        "METHOD_ID": method_id,
+        "INDEX": (class_id << 16) | method_id,
+        "NAME": full,
+        "synchronous": synchronous,
+        "has_content": has_content,
+        "fields": tuple(names),
+        "field_types": tuple(t for _, t in fields),
+        "__qualname__": f"{_camel(class_name)}.{_camel(method_name)}",
+        "__module__": __name__,
+        "__doc__": f"AMQP {full} ({class_id}/{method_id}); fields: "
+                   + (", ".join(f"{n}:{t}" for n, t in fields) or "none")
+                   + (f"; synchronous" if synchronous else "")
+                   + ("; carries content" if has_content else ""),
+        "_source": src,
+    })
+    return cls
+
+
+class _ClassNamespace:
+    """Holds the methods of one AMQP class, e.g. ``spec.Basic.Publish``."""
+
+    def __init__(self, name: str, class_id: int):
+        self.NAME = name
+        self.CLASS_ID = class_id
+
+    def __repr__(self) -> str:
+        return f"<AMQP class {self.NAME} ({self.CLASS_ID})>"
+
+
+def _load(path: str):
+    methods: dict[int, type] = {}
+    classes: dict[str, _ClassNamespace] = {}
+    by_name: dict[str, type] = {}
+    responses: dict[type, list[str]] = {}
+    structs: dict[str, struct.Struct] = {}
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline().rstrip("\n").split("\t")
+        for line in fh:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            row = dict(zip(header, line.split("\t")))
+            fields = []
+            if row["fields"] != "-":
+                for item in row["fields"].split(","):
+                    n, t = item.split(":")
+                    fields.append((n, t))
+            cname, cid = row["class_name"], int(row["class_id"])
+            mname, mid = row["method_name"], int(row["method_id"])
+            cls = _build_method(cname, cid, mname, mid, row["synchronous"] == "y", fields,
+                                row["has_content"] == "y", structs)
+            ns = classes.setdefault(cname, _ClassNamespace(cname, cid))
+            setattr(ns, _camel(mname), cls)
+            methods[cls.INDEX] = cls
+            by_name[cls.NAME] = cls
+            if row["response_methods"] != "-":
+                responses[cls] = [f"{cname}.{r}" for r in row["response_methods"].split(",")]
+    for cls, names in responses.items():
+        cls.responses = tuple(by_name[n] for n in names)
+    return methods, classes, by_name
+
+
+METHODS, _CLASSES, METHODS_BY_NAME = _load(SPEC_TABLE_PATH)
+CLASSES = _CLASSES
+CLASS_IDS = {ns.CLASS_ID: name for name, ns in _CLASSES.items()}
+
+Connection = _CLASSES["connection"]
+Channel = _CLASSES["channel"]
+Access = _CLASSES["access"]
+Exchange = _CLASSES["exchange"]
+Queue = _CLASSES["queue"]
+Basic = _CLASSES["basic"]
+Confirm = _CLASSES["confirm"]
+Tx = _CLASSES["tx"]
+
+
+def method_class(class_id: int, method_id: int) -> type:
+    """Look up a method class by ids; raises CommandInvalid-free KeyError when unknown.
+
+    The frame decoder turns an unknown id into the right typed error.
+    """
+    return METHODS[(class_id << 16) | method_id]
