@@ -136,7 +136,9 @@ class ProtocolHeader:
 
     @property
     def is_supported(self) -> bool:
-        """True only for 0-9-1 (0-9 is also accepted by RabbitMQ as 0-9-1)."""
+        """True for 0-9-1 and for the 0-9 header ``AMQP 1 1 0 9``, which RabbitMQ 3.10 also
+        answers with a 0-9-1 ``connection.start`` (checked on the real broker); 0-8, 1.0 and
+        anything else are answered with :data:`PROTOCOL_HEADER` and a close."""
         return self.version in ("0-9-1", "0-9")
 
     def __repr__(self) -> str:
@@ -305,10 +307,11 @@ class Decoder:
             if n < 8:
                 self._need = 8
                 return events, 0
-            append(ProtocolHeader(buf[:8]))
+            header = ProtocolHeader(buf[:8])
+            append(header)
             self._header_done = True
             pos = 8
-            if buf[:4] != b"AMQP" or buf[4:8] != PROTOCOL_HEADER[4:]:
+            if not header.is_supported:
                 # the server answers and closes; nothing after a bad header is parsed
                 self._need = 1 << 62
                 return events, n

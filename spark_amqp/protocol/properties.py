@@ -53,76 +53,107 @@ PROPERTIES: tuple[tuple[str, str], ...] = (
 _NAMES = tuple(n for n, _ in PROPERTIES)
 
 
+_GROUPS = ((0xF000, 0, 4), (0x0F00, 4, 8), (0x00FC, 8, 14))  # flag masks of 4/4/6 properties
+
+
 def _generate() -> tuple[str, dict]:
+    """Source of ``__init__``, ``encode`` and ``decode_properties`` (compiled with exec)."""
     ns: dict[str, Any] = {
-        "_U8": struct.Struct(">B"), "_U64": struct.Struct(">Q"), "_U16": struct.Struct(">H"),
+        "_U8": struct.Struct(">B").pack, "_U64": struct.Struct(">Q").pack,
+        "_U64f": struct.Struct(">Q").unpack_from, "_U16": struct.Struct(">H").pack,
         "_encode_table": _values.encode_table, "_decode_table": _values._decode_table_at,
         "AMQPSyntaxError": AMQPSyntaxError, "FrameError": FrameError, "struct": struct,
+        "_B": _values._BYTE, "_new": object.__new__,
     }
     init = ["def __init__(self, " + ", ".join(f"{n}=None" for n in _NAMES) + "):"]
     init += [f"    self.{n} = {n}" for n in _NAMES]
-    enc = ["def encode(self):", "    flags = 0", "    parts = [b'']", "    ap = parts.append"]
+    enc = ["def encode(self):", "    flags = 0", "    parts = [b'']", "    try:"]
     dec = ["def decode_properties(buf, off, end):",
            "    try:",
-           "        flags, = _U16.unpack_from(buf, off)",
+           "        flags = buf[off] << 8 | buf[off + 1]",
            "        off += 2",
-           "        more = flags",
-           "        while more & 1:",
-           "            more, = _U16.unpack_from(buf, off)",
-           "            off += 2",
-           "            if more & 0xFFFE:",
-           "                raise FrameError('content header sets unknown basic property flags 0x%04x in a continuation word' % more)",
-           "        if flags & 0x0002:",
-           "            raise FrameError('content header sets unknown basic property flag bit 1')",
-           "        p = _new(BasicProperties)"]
-    for i, (n, t) in enumerate(PROPERTIES):
-        bit = 1 << (15 - i)
-        enc.append(f"    v = self.{n}")
-        enc.append("    if v is not None:")
-        enc.append(f"        flags |= {bit}")
-        dec.append(f"        if flags & {bit}:")
-        if t == "shortstr":
-            enc.append("        v = v.encode('utf-8') if v.__class__ is str else bytes(v)")
-            enc.append("        if len(v) > 255:")
-            enc.append(f"            raise AMQPSyntaxError('basic property {n} is longer than 255 bytes')")
-            enc.append("        ap(bytes((len(v),)))")
-            enc.append("        ap(v)")
-            dec.append("            n = buf[off]")
-            dec.append("            off += 1")
-            dec.append(f"            p.{n} = buf[off:off + n].decode('utf-8')")
-            dec.append("            off += n")
-        elif t == "table":
-            enc.append("        ap(_encode_table(v))")
-            dec.append(f"            p.{n}, off = _decode_table(buf, off, end, 0)")
-        elif t == "octet":
-            enc.append("        try:")
-            enc.append("            ap(_U8.pack(v))")
-            enc.append("        except struct.error as exc:")
-            enc.append(f"            raise AMQPSyntaxError('basic property {n}=%r is not an octet (0-255)' % (v,)) from exc")
-            dec.append(f"            p.{n} = buf[off]")
-            dec.append("            off += 1")
-        elif t == "timestamp":
-            enc.append("        try:")
-            enc.append("            ap(_U64.pack(int(v)))")
-            enc.append("        except struct.error as exc:")
-            enc.append(f"            raise AMQPSyntaxError('basic property {n}=%r is not an unsigned 64-bit POSIX time' % (v,)) from exc")
-            dec.append(f"            p.{n}, = _U64.unpack_from(buf, off)")
-            dec.append("            off += 8")
-        dec.append("        else:")
-        dec.append(f"            p.{n} = None")
-    enc.append("    parts[0] = _U16.pack(flags)")
-    enc.append("    return b''.join(parts)")
+           "        if flags & 3:",
+           "            if flags & 2:",
+           "                raise FrameError('content header sets unknown basic property flag bit 1')",
+           "            more = 1",
+           "            while more & 1:",
+           "                more = buf[off] << 8 | buf[off + 1]",
+           "                off += 2",
+           "                if more & 0xFFFE:",
+           "                    raise FrameError('content header sets unknown basic property flags 0x%04x in a continuation word' % more)",
+           "        " + " = ".join(_NAMES) + " = None"]
+    for mask, lo, hi in _GROUPS:
+        dec.append(f"        if flags & {mask:#06x}:")
+        for i in range(lo, hi):
+            n, t = PROPERTIES[i]
+            bit = 1 << (15 - i)
+            enc.append(f"        v = self.{n}")
+            enc.append("        if v is not None:")
+            enc.append(f"            flags |= {bit:#06x}")
+            dec.append(f"            if flags & {bit:#06x}:")
+            if t == "shortstr":
+                enc.append("            v = v.encode('utf-8') if v.__class__ is str else bytes(v)")
+                enc.append("            parts += (_B[len(v)], v)")
+                dec.append("                n = off + 1 + buf[off]")
+                dec.append("                if n > end:")
+                dec.append(f"                    raise FrameError('basic property {n}: short string runs past the end of the content header')")
+                dec.append(f"                {n} = buf[off + 1:n].decode('utf-8')")
+                dec.append("                off = n")
+            elif t == "table":
+                enc.append("            parts.append(_encode_table(v))")
+                dec.append(f"                {n}, off = _decode_table(buf, off, end, 0)")
+            elif t == "octet":
+                enc.append("            parts.append(_U8(v))")
+                dec.append(f"                {n} = buf[off]")
+                dec.append("                off += 1")
+            elif t == "timestamp":
+                enc.append("            parts.append(_U64(v))")
+                dec.append(f"                {n}, = _U64f(buf, off)")
+                dec.append("                off += 8")
+    enc += ["    except (struct.error, IndexError, TypeError, OverflowError) as exc:",
+            "        raise _explain(self, exc) from exc",
+            "    parts[0] = _U16(flags)",
+            "    return b''.join(parts)"]
     dec += ["    except (struct.error, IndexError) as exc:",
             "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
             "    except UnicodeDecodeError as exc:",
             "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
             "    if off != end:",
             "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
-            "    return p"]
+            "    p = _new(BasicProperties)"]
+    dec += [f"    p.{n} = {n}" for n in _NAMES]
+    dec.append("    return p")
     return "\n".join(init + [""] + enc + [""] + dec) + "\n", ns
 
 
+def _explain_encode_error(props: "BasicProperties", exc: Exception) -> AMQPSyntaxError:
+    """Slow path after a failed encode: name the property that cannot be encoded."""
+    for n, t in PROPERTIES:
+        v = getattr(props, n)
+        if v is None:
+            continue
+        if t == "shortstr":
+            if not isinstance(v, (str, bytes, bytearray, memoryview)):
+                return AMQPSyntaxError(f"basic property {n} must be str, not {type(v).__name__}")
+            if len(v.encode("utf-8") if isinstance(v, str) else bytes(v)) > 255:
+                return AMQPSyntaxError(f"basic property {n} is longer than 255 bytes")
+        elif t == "octet":
+            if not isinstance(v, int) or not 0 <= v <= 255:
+                return AMQPSyntaxError(f"basic property {n}={v!r} is not an octet (0-255)")
+        elif t == "timestamp":
+            if not isinstance(v, int) or not 0 <= v < 2**64:
+                return AMQPSyntaxError(f"basic property {n}={v!r} is not an unsigned 64-bit "
+                                       "POSIX time in seconds")
+        elif t == "table":
+            try:
+                _values.encode_table(v)
+            except AMQPSyntaxError as e:
+                return AMQPSyntaxError(f"basic property {n}: {e.reply_text}")
+    return AMQPSyntaxError(f"basic properties cannot be encoded: {exc}")  # pragma: no cover
+
+
 _SRC, _NS = _generate()
+_NS["_explain"] = _explain_encode_error
 exec(compile(_SRC, "<amqp basic properties>", "exec"), _NS)
 
 
@@ -144,7 +175,7 @@ class BasicProperties:
         return all(getattr(self, n) == getattr(other, n) for n in _NAMES)
 
     def __hash__(self) -> int:
-        return hash(tuple(repr(getattr(self, n)) for n in _NAMES))
+        return hash(tuple(_values.hash_key(getattr(self, n)) for n in _NAMES))
 
     def __repr__(self) -> str:
         present = ", ".join(f"{n}={getattr(self, n)!r}" for n in _NAMES if getattr(self, n) is not None)

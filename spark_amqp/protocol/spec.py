@@ -72,7 +72,8 @@ class Method:
         return all(_norm(getattr(self, f)) == _norm(getattr(other, f)) for f in self.fields)
 
     def __hash__(self) -> int:
-        return hash((self.INDEX,) + tuple(repr(getattr(self, f)) for f in self.fields))
+        return hash((self.INDEX,) + tuple(_values.hash_key(_norm(getattr(self, f)))
+                                          for f in self.fields))
 
     def __repr__(self) -> str:
         args = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.fields)
@@ -142,40 +143,66 @@ def _fixed_layout(run: list[tuple[str, str]]):
     return fmt, items
 
 
+def _to_bytes(value: Any, what: str) -> bytes:
+    """str → UTF-8; bytes-like → bytes; anything else → AMQPSyntaxError (encode slow path)."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise AMQPSyntaxError(f"{what} must be str or bytes, not {type(value).__name__} ({value!r})")
+
+
+def _explain_encode_error(method: "Method", exc: Exception) -> AMQPSyntaxError:
+    """Slow path after a failed encode: name the field that cannot be encoded."""
+    for name, ftype in zip(method.fields, method.field_types):
+        v = getattr(method, name)
+        where = f"{method.NAME} {name}"
+        try:
+            if ftype in _FIXED:
+                struct.pack(">" + _FIXED[ftype][0], v)
+            elif ftype == "shortstr":
+                if len(_to_bytes(v, where)) > 255:
+                    return AMQPSyntaxError(f"{where}: short string longer than 255 bytes")
+            elif ftype == "longstr":
+                _to_bytes(v, where)
+            elif ftype == "table":
+                _values.encode_table(v)
+        except AMQPSyntaxError as e:
+            return e
+        except struct.error as e:
+            return AMQPSyntaxError(f"{where}={v!r} does not fit an AMQP {ftype}: {e}")
+    return AMQPSyntaxError(f"{method.NAME}: cannot encode: {exc}")  # pragma: no cover
+
+
 def _build_method(class_name: str, class_id: int, method_name: str, method_id: int,
                   synchronous: bool, fields: list[tuple[str, str]], has_content: bool,
                   structs: dict[str, struct.Struct]) -> type:
+    """Build one method class; its encode/decode are generated source (see module doc)."""
     names = [_pyname(n) for n, _ in fields]
     pyfields = [(_pyname(n), t) for n, t in fields]
+    full = f"{class_name}.{method_name}"
     ns: dict[str, Any] = {
         "FrameError": FrameError, "AMQPSyntaxError": AMQPSyntaxError, "struct": struct,
         "_decode_table": _values._decode_table_at, "_encode_table": _values.encode_table,
-        "_u32": struct.Struct(">I"), "_S": structs,
+        "_u32": struct.Struct(">I").pack, "_u32f": struct.Struct(">I").unpack_from,
+        "_B": _values._BYTE, "_to_bytes": _to_bytes, "_explain": _explain_encode_error,
+        "_new": object.__new__,
     }
-    prefix = struct.pack(">HH", class_id, method_id)
-    ns["_PREFIX"] = prefix
+    ns["_PREFIX"] = struct.pack(">HH", class_id, method_id)
 
     # ------------------------------------------------------------------ __init__
     params = ", ".join(f"{n}={_DEFAULTS[t]}" for n, t in pyfields)
     init_lines = [f"def __init__(self{', ' + params if params else ''}):"]
-    for n, t in pyfields:
-        init_lines.append(f"    self.{n} = {n}")
-    if not pyfields:
-        init_lines.append("    pass")
+    init_lines += [f"    self.{n} = {n}" for n, _ in pyfields] or ["    pass"]
 
-    # ------------------------------------------------------------------ encode
-    enc = ["def encode(self):", "    parts = [_PREFIX]", "    ap = parts.append"]
-    # ------------------------------------------------------------------ decode
+    # ------------------------------------------------------------------ encode / decode
+    enc_pre: list[str] = []     # statements before the join
+    enc_parts: list[str] = []   # expressions joined into the payload
     dec = ["def decode(cls, buf, off, end):", "    try:"]
-    for kind, payload in _groups(pyfields):
+    groups = _groups(pyfields)
+    for gi, (kind, payload) in enumerate(groups):
         if kind == "fixed":
             fmt, items = _fixed_layout(payload)
-            key = fmt
-            if key not in structs:
-                structs[key] = struct.Struct(fmt)
-            size = structs[key].size
-            sv = f"_st{len([k for k in ns if k.startswith('_st')])}"
-            ns[sv] = structs[key]
             enc_args = []
             dec_targets = []
             for i, (ik, iv) in enumerate(items):
@@ -183,49 +210,65 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
                     enc_args.append(f"self.{iv}")
                     dec_targets.append(iv)
                 else:
-                    expr = " | ".join(f"(1 if self.{b} else 0) << {j}" for j, b in enumerate(iv))
-                    enc_args.append(f"({expr})")
+                    enc_args.append("(" + " | ".join(
+                        f"({1 << j} if self.{b} else 0)" for j, b in enumerate(iv)) + ")")
                     dec_targets.append(f"_bits{i}")
-            enc.append("    try:")
-            enc.append(f"        ap({sv}.pack({', '.join(enc_args)}))")
-            enc.append("    except struct.error as exc:")
-            enc.append(f"        raise AMQPSyntaxError('{class_name}.{method_name}: ' + str(exc)) from exc")
-            dec.append(f"        {', '.join(dec_targets)}, = {sv}.unpack_from(buf, off)")
-            dec.append(f"        off += {size}")
+            efmt = fmt
+            if gi == 0:  # fold the class and method ids into the first pack
+                efmt = ">HH" + fmt[1:]
+                enc_args = [str(class_id), str(method_id)] + enc_args
+            for f in (fmt, efmt):
+                if f not in structs:
+                    structs[f] = struct.Struct(f)
+            ev, dv = f"_e{gi}", f"_d{gi}"
+            ns[ev] = structs[efmt].pack
+            ns[dv] = structs[fmt].unpack_from
+            enc_parts.append(f"{ev}({', '.join(enc_args)})")
+            dec.append(f"        {', '.join(dec_targets)}, = {dv}(buf, off)")
+            dec.append(f"        off += {structs[fmt].size}")
             for i, (ik, iv) in enumerate(items):
                 if ik == "bits":
                     for j, b in enumerate(iv):
-                        dec.append(f"        {b} = (_bits{i} >> {j}) & 1 == 1")
-        elif kind == "shortstr":
-            n = payload
-            enc.append(f"    _t = self.{n}")
-            enc.append("    _t = _t.encode('utf-8') if _t.__class__ is str else bytes(_t)")
-            enc.append("    if len(_t) > 255:")
-            enc.append(f"        raise AMQPSyntaxError('{class_name}.{method_name} {n}: short string longer than 255 bytes')")
-            enc.append("    ap(bytes((len(_t),)))")
-            enc.append("    ap(_t)")
-            dec.append("        _n = buf[off]")
-            dec.append("        off += 1")
-            dec.append(f"        {n} = buf[off:off + _n].decode('utf-8')")
-            dec.append("        off += _n")
+                        dec.append(f"        {b} = _bits{i} & {1 << j} != 0")
+            continue
+        if gi == 0:
+            enc_parts.append("_PREFIX")
+        n = payload
+        if kind == "shortstr":
+            enc_pre.append(f"    _s{gi} = self.{n}")
+            enc_pre.append(f"    _s{gi} = _s{gi}.encode('utf-8') if _s{gi}.__class__ is str "
+                           f"else _to_bytes(_s{gi}, '{full} {n}')")
+            enc_parts.append(f"_B[len(_s{gi})]")  # IndexError when longer than 255
+            enc_parts.append(f"_s{gi}")
+            dec.append("        _e = off + 1 + buf[off]")
+            dec.append("        if _e > end:")
+            dec.append(f"            raise FrameError('{full} {n}: short string runs past the end of the frame')")
+            dec.append(f"        {n} = buf[off + 1:_e].decode('utf-8')")
+            dec.append("        off = _e")
         elif kind == "longstr":
-            n = payload
-            enc.append(f"    _t = self.{n}")
-            enc.append("    _t = _t.encode('utf-8') if _t.__class__ is str else bytes(_t)")
-            enc.append("    ap(_u32.pack(len(_t)))")
-            enc.append("    ap(_t)")
-            dec.append("        _n, = _u32.unpack_from(buf, off)")
-            dec.append("        off += 4")
-            dec.append(f"        {n} = bytes(buf[off:off + _n])")
-            dec.append("        off += _n")
+            enc_pre.append(f"    _s{gi} = self.{n}")
+            enc_pre.append(f"    if _s{gi}.__class__ is not bytes:")
+            enc_pre.append(f"        _s{gi} = _to_bytes(_s{gi}, '{full} {n}')")
+            enc_parts.append(f"_u32(len(_s{gi}))")
+            enc_parts.append(f"_s{gi}")
+            dec.append("        _e = off + 4 + _u32f(buf, off)[0]")
+            dec.append("        if _e > end:")
+            dec.append(f"            raise FrameError('{full} {n}: long string runs past the end of the frame')")
+            dec.append(f"        {n} = buf[off + 4:_e]")
+            dec.append("        off = _e")
         elif kind == "table":
-            n = payload
-            enc.append(f"    ap(_encode_table(self.{n}))")
+            enc_parts.append(f"_encode_table(self.{n})")
             dec.append(f"        {n}, off = _decode_table(buf, off, end, 0)")
         else:  # pragma: no cover - the table only uses the types above
             raise ValueError(f"unsupported field type {kind}")
-    enc.append("    return b''.join(parts)")
-    full = f"{class_name}.{method_name}"
+    if not pyfields:
+        enc = ["def encode(self):", "    return _PREFIX"]
+    else:
+        enc = ["def encode(self):", "    try:"]
+        enc += ["    " + line for line in enc_pre]
+        enc.append(f"        return b''.join(({', '.join(enc_parts)},))")
+        enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
+        enc.append("        raise _explain(self, exc) from exc")
     if len(dec) == 2:
         dec.append("        pass")
     dec.append("    except (struct.error, IndexError) as exc:")
@@ -234,9 +277,9 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
     dec.append(f"        raise AMQPSyntaxError('{full}: short string is not valid UTF-8') from exc")
     dec.append("    if off != end:")
     dec.append(f"        raise FrameError('{full} method frame: ' + ('%d unexpected trailing bytes' % (end - off) if off < end else 'truncated'))")
-    dec.append(f"    return cls({', '.join(names)})")
-    if not pyfields:  # fast paths for empty methods
-        enc = ["def encode(self):", "    return _PREFIX"]
+    dec.append("    o = _new(cls)")
+    dec += [f"    o.{n} = {n}" for n in names]
+    dec.append("    return o")
 
     src = "\n".join(init_lines + [""] + enc + [""] + dec) + "\n"
     exec(compile(src, f"<amqp {full}>", "exec"), ns)

@@ -61,6 +61,10 @@ _F64 = struct.Struct(">d")
 _DEC = struct.Struct(">Bi")
 _u32_from = _U32.unpack_from
 _u32_pack = _U32.pack
+_i32_from = _I32.unpack_from
+_S_HEAD = struct.Struct(">BI").pack   # tag + uint32 length
+_I_VALUE = struct.Struct(">Bi").pack  # tag 'I' + int32
+_BYTE = tuple(bytes((i,)) for i in range(256))  # one-octet bytes, e.g. short string lengths
 
 
 class Typed:
@@ -85,6 +89,16 @@ class Typed:
 
     def __hash__(self) -> int:
         return hash((self.tag, self.value))
+
+
+def hash_key(value: Any) -> Any:
+    """A hashable stand-in for ``value`` consistent with ``==`` (containers hash by length)."""
+    if isinstance(value, (dict, list, tuple)):
+        return ("container", len(value))
+    try:
+        return hash(value)
+    except TypeError:
+        return type(value).__name__
 
 
 # ---------------------------------------------------------------------------------- strings
@@ -239,19 +253,36 @@ def _decode_table_at(buf: bytes, off: int, end: int, depth: int) -> tuple[dict, 
     if stop > end:
         raise FrameError(f"field table of {n} bytes runs past the end of its frame")
     result: dict[str, Any] = {}
-    decode_value = _decode_value
     while off < stop:
-        klen = buf[off]
-        off += 1
-        kend = off + klen
-        if kend > stop:
-            raise FrameError("truncated field name")
+        kend = off + 1 + buf[off]
+        if kend >= stop:
+            raise FrameError("truncated field name or missing value in a field table")
         try:
-            key = buf[off:kend].decode("utf-8")
+            key = buf[off + 1:kend].decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise AMQPSyntaxError(f"field name is not valid UTF-8: {bytes(buf[off:kend])!r}") from exc
-        value, off = decode_value(buf, kend, stop, depth)
-        result[key] = value
+            raise AMQPSyntaxError(f"field name is not valid UTF-8: {bytes(buf[off + 1:kend])!r}") from exc
+        # inline fast paths for the most common tags; the rest via _decode_value
+        tag = buf[kend]
+        if tag == 83:  # 'S'
+            off = kend + 5
+            if off > stop:
+                raise FrameError("truncated long string length in field value")
+            vend = off + _u32_from(buf, kend + 1)[0]
+            if vend > stop:
+                raise FrameError(f"long string of {vend - off} bytes runs past the end of its table")
+            raw = buf[off:vend]
+            try:
+                result[key] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                result[key] = raw  # not UTF-8: keep the bytes (as pika does)
+            off = vend
+        elif tag == 73:  # 'I'
+            off = kend + 5
+            if off > stop:
+                raise FrameError("truncated int32 field value")
+            result[key] = _i32_from(buf, kend + 1)[0]
+        else:
+            result[key], off = _decode_value(buf, kend, stop, depth)
     return result, stop
 
 
@@ -419,15 +450,32 @@ def _encode_table(table: Any, depth: int) -> bytes:
         raise AMQPSyntaxError(f"field tables nested deeper than {MAX_DEPTH}")
     if not table:
         return b"\x00\x00\x00\x00"
-    parts = []
-    append = parts.append
-    for key, value in table.items():
-        raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
-        if len(raw) > 255:
-            raise AMQPSyntaxError(f"field name longer than 255 bytes: {raw[:40]!r}...")
-        append(bytes((len(raw),)))
-        append(raw)
-        append(_encode_value(value, depth))
+    parts: list[bytes] = []
+    byte = _BYTE
+    try:
+        items = table.items()
+    except AttributeError:
+        raise AMQPSyntaxError(f"a field table must be a dict, not {type(table).__name__}") from None
+    for key, value in items:
+        t = key.__class__
+        if t is str:
+            raw = key.encode("utf-8")
+        elif t is bytes or isinstance(key, (bytes, bytearray, str)):
+            raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        else:
+            raise AMQPSyntaxError(f"field-table keys must be str, not {t.__name__} ({key!r})")
+        try:
+            klen = byte[len(raw)]
+        except IndexError:
+            raise AMQPSyntaxError(f"field name longer than 255 bytes: {raw[:40]!r}...") from None
+        t = value.__class__
+        if t is str:  # inline fast paths: str -> 'S', int in int32 range -> 'I'
+            v = value.encode("utf-8")
+            parts += (klen, raw, _S_HEAD(83, len(v)), v)
+        elif t is int and -2147483648 <= value <= 2147483647:
+            parts += (klen, raw, _I_VALUE(73, value))
+        else:
+            parts += (klen, raw, _encode_value(value, depth))
     body = b"".join(parts)
     return _u32_pack(len(body)) + body
 
