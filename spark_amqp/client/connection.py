@@ -1,0 +1,598 @@
+"""The blocking AMQP 0-9-1 client connection: socket, handshake, I/O thread, heartbeats.
+
+One background I/O thread per connection reads the socket (256 KiB per ``recv``), feeds the
+sans-IO :class:`~spark_amqp.protocol.Decoder`, answers heartbeats and dispatches every event
+to its channel: synchronous replies wake the caller waiting on that channel, deliveries are
+appended to the channel's buffer (or given to a consumer callback), publisher confirms and
+returns update the channel's confirm state. Callers' threads write frames themselves under
+one write lock (``sendall``), so publishing never hands off to another thread.
+
+Protocol sources: AMQP 0-9-1 spec §2.2.4 (connection negotiation), §4.2.7 (heartbeats),
+§4.2.3 (frames); RabbitMQ docs "Connections" / "Detecting Dead TCP Connections with
+Heartbeats" (negotiation and 2-missed-heartbeat rule), "Authentication Failure Notifications"
+(``authentication_failure_close`` capability), "Connection Blocked Notifications".
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from .. import __version__
+from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
+from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
+from ..protocol.errors import AccessRefused, AMQPError, error_for_code
+from .channel import Channel
+from .errors import ConnectionClosed, ConnectionLost, ProtocolMismatch, copy_error
+from .transport import TCPTransport, TLSTransport, Transport, open_socket
+from .uri import ConnectionParameters, parse_uri
+
+__all__ = ["Connection", "connect", "CLIENT_CAPABILITIES"]
+
+log = logging.getLogger("spark_amqp.client")
+
+#: Capabilities announced in connection.start-ok (RabbitMQ docs "Client Capabilities").
+CLIENT_CAPABILITIES = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+}
+
+_monotonic = time.monotonic
+_HEARTBEAT = encode_heartbeat()
+_Close = spec.Connection.Close
+_CloseOk = spec.Connection.CloseOk
+_Blocked = spec.Connection.Blocked
+_Unblocked = spec.Connection.Unblocked
+
+
+def connect(uri: str | None = None, **overrides: Any) -> "Connection":
+    """Open a connection from an AMQP URI (see :mod:`spark_amqp.client.uri`).
+
+    ``overrides`` are :class:`ConnectionParameters` attributes that win over the URI, e.g.
+    ``connect(url, heartbeat=5, connection_timeout=3.0)`` (seconds here; milliseconds in the
+    URI). Returns an open :class:`Connection`; use it as a context manager to close it.
+
+    Raises:
+        ValueError: a malformed URI or parameter.
+        ConnectionLost: TCP connect/TLS/handshake failure or timeout (an ``OSError``).
+        ssl.SSLError: certificate verification failed (amqps).
+        AccessRefused: wrong user name or password (403), or EXTERNAL refused.
+        NotAllowed: the user may not access the vhost (530), or another connection.close
+            from the broker during the handshake (typed by its reply code).
+    """
+    params = uri if isinstance(uri, ConnectionParameters) else parse_uri(uri)
+    if overrides:
+        params = params.replace(**overrides)
+    return Connection(params)
+
+
+class Connection:
+    """An open AMQP connection (create with :func:`connect`).
+
+    Attributes (after the handshake):
+        params: the :class:`ConnectionParameters` used.
+        server_properties: dict from ``connection.start`` (product, version, capabilities).
+        frame_max, channel_max, heartbeat: negotiated values (bytes, count, seconds; 0 = off).
+        blocked: ``True`` while RabbitMQ has blocked publishing (``connection.blocked``,
+            e.g. a memory or disk alarm); ``blocked_reason`` gives its text.
+        on_blocked: optional ``callable(reason: str)``; on_unblocked: ``callable()``; both run
+            in the I/O thread and must not call synchronous methods.
+
+    Thread safety: methods may be called from any thread; each channel should be used by one
+    thread at a time (AMQP channels are sequential), but its deliveries may be acked from the
+    thread that drained them while another channel publishes.
+    """
+
+    def __init__(self, params: ConnectionParameters):
+        self.params = params
+        self.server_properties: dict = {}
+        self.frame_max = params.frame_max
+        self.channel_max = params.channel_max
+        self.heartbeat = 0
+        self.blocked = False
+        self.blocked_reason = ""
+        self.on_blocked: Callable[[str], Any] | None = None
+        self.on_unblocked: Callable[[], Any] | None = None
+        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()  # channel table, close state
+        self._channels: dict[int, Channel] = {}
+        self._error: BaseException | None = None  # why the connection is closed
+        self._closing = False
+        self._close_ok = threading.Event()
+        self._io_thread: threading.Thread | None = None
+        self._io_ident: int | None = None
+        self._last_send = _monotonic()
+        self._transport: Transport | None = None
+        # the sans-IO state machine: negotiation, frame legality, decoding. Guarded by
+        # _sm_lock; lock order is _write_lock -> _sm_lock (the I/O thread takes only _sm_lock
+        # around receive_data). Hot-path frames (publish, ack) bypass it: they change no state.
+        self._sm = AMQPConnection(Role.CLIENT)
+        self._sm_lock = threading.Lock()
+        self._wake: list[Channel] = []
+        self._open()
+
+    # ------------------------------------------------------------------ handshake
+
+    def _open(self) -> None:
+        p = self.params
+        timeout = p.connection_timeout
+        where = p.redacted_uri()
+        try:
+            sock = open_socket(p.host, p.port, timeout)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {where}: {exc}; check that the broker runs "
+                                 "and the host/port are right") from exc
+        try:
+            if p.tls:
+                tr = TLSTransport(sock, p.make_ssl_context(), p.sni_hostname, self._write_lock)
+                tr.handshake()
+            else:
+                tr = TCPTransport(sock)
+            self._transport = tr
+            self._handshake(where)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, (AMQPError, ConnectionLost, ProtocolMismatch, ssl.SSLError)):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise ConnectionLost(f"handshake with {where} timed out after {timeout} s "
+                                     "(connection_timeout)") from exc
+            if isinstance(exc, OSError):
+                raise ConnectionLost(f"connection to {where} failed during the handshake: {exc}") from exc
+            raise
+        tr.set_timeout(None)
+        self._io_thread = threading.Thread(target=self._io_loop, daemon=True,
+                                           name=f"spark-amqp-io {p.host}:{p.port}")
+        self._io_thread.start()
+
+    def _handshake(self, where: str) -> None:
+        """Connection negotiation, spec §2.2.4: header, start/start-ok, [secure], tune/tune-ok,
+        open/open-ok, driven through the protocol state machine. Runs in the connecting
+        thread before the I/O thread starts."""
+        p = self.params
+        tr = self._transport
+        sm = self._sm
+        assert tr is not None
+        events: deque = deque()
+        first = [True]
+        mech = p.auth_mechanisms[0]
+
+        def next_method(expect: str):
+            while not events:
+                data = tr.recv()
+                if not data and not tr.eof:
+                    continue  # TLS: a partial record
+                if not data:
+                    if expect in ("connection.tune", "connection.secure"):
+                        raise _hard(AccessRefused(
+                            f"the broker at {where} closed the connection after authentication: "
+                            f"user {p.username!r} or its password is wrong (or mechanism "
+                            f"{mech} refused)"))
+                    raise ConnectionLost(f"the broker at {where} closed the connection while "
+                                         f"this client waited for {expect}")
+                if first[0]:
+                    first[0] = False
+                    if data[:4] == b"AMQP":
+                        raise ProtocolMismatch(
+                            f"the server at {where} does not speak AMQP 0-9-1: it answered with "
+                            f"protocol header {data[:8]!r}")
+                events.extend(sm.receive_data(data))
+            ev = events.popleft()
+            if not isinstance(ev, MethodFrame) or ev.channel != 0:
+                raise ConnectionLost(f"unexpected frame {ev!r} from {where} during the handshake")
+            m = ev.method
+            if type(m) is _Close:
+                self._send_method(0, _CloseOk(), handshake=True)
+                err = error_from_close(m)
+                err.reply_text = _close_text(m, where)
+                raise err
+            return m
+
+        self._send_raw(sm.initiate())
+        start = next_method("connection.start")
+        if type(start) is not spec.Connection.Start:
+            raise ConnectionLost(f"expected connection.start from {where}, got {start.NAME}")
+        self.server_properties = start.server_properties or {}
+        offered = start.mechanisms.decode("utf-8", "replace").split()
+        for m in p.auth_mechanisms:
+            if m in offered:
+                mech = m
+                break
+        else:
+            raise _hard(AccessRefused(
+                f"the broker at {where} offers SASL mechanisms {offered}; none of the requested "
+                f"{list(p.auth_mechanisms)} (auth_mechanism): change auth_mechanism or enable "
+                "the mechanism on the broker"))
+        props = {
+            "product": "spark-amqp",
+            "version": __version__,
+            "platform": "Python",
+            "capabilities": dict(CLIENT_CAPABILITIES),
+        }
+        props.update(p.client_properties)
+        response = _auth_response(mech, p.username, p.password)
+        self._send_method(0, spec.Connection.StartOk(props, mech, response, "en_US"), handshake=True)
+        m = next_method("connection.tune")
+        while type(m) is spec.Connection.Secure:
+            # PLAIN/AMQPLAIN/EXTERNAL need no challenge round; answer with the same response
+            self._send_method(0, spec.Connection.SecureOk(response), handshake=True)
+            m = next_method("connection.tune")
+        if type(m) is not spec.Connection.Tune:
+            raise ConnectionLost(f"expected connection.tune from {where}, got {m.NAME}")
+        # spec §connection.tune-ok: the lower non-zero value; 0 = no limit
+        wire_channel_max = _negotiate(p.channel_max, m.channel_max)
+        self.channel_max = wire_channel_max or 65535
+        self.frame_max = _negotiate(p.frame_max, m.frame_max)
+        if p.heartbeat is None:
+            hb = m.heartbeat  # accept the server's proposal (RabbitMQ: 60 s)
+        elif p.heartbeat == 0:
+            hb = 0  # disabled on request, as pika does; RabbitMQ accepts tune-ok heartbeat 0
+        else:
+            hb = min(p.heartbeat, m.heartbeat) if m.heartbeat else p.heartbeat
+        self.heartbeat = hb
+        self._send_method(0, spec.Connection.TuneOk(wire_channel_max, self.frame_max, hb),
+                          handshake=True)
+        self._send_method(0, spec.Connection.Open(p.vhost, "", False), handshake=True)
+        m = next_method("connection.open-ok")
+        if type(m) is not spec.Connection.OpenOk:
+            raise ConnectionLost(f"expected connection.open-ok from {where}, got {m.NAME}")
+        if events:  # frames pipelined after open-ok (none expected)
+            self._dispatch(list(events))
+
+    def _send_raw(self, data: bytes) -> None:
+        with self._write_lock:
+            self._transport.send(data)  # type: ignore[union-attr]
+            self._last_send = _monotonic()
+
+    # ------------------------------------------------------------------ writing
+
+    def _send_method(self, channel: int, method, handshake: bool = False) -> None:
+        """Validate ``method`` with the state machine and write it (state-changing and
+        synchronous methods). Raises the connection's error, or the state machine's typed
+        error (e.g. CommandInvalid 503) when this side may not send it now."""
+        if self._error is not None and not handshake:
+            self._raise_error()
+        refused: AMQPError | None = None
+        with self._write_lock:
+            with self._sm_lock:
+                try:
+                    data = self._sm.send_method(channel, method)
+                except AMQPError as exc:
+                    refused = exc
+            if refused is None:
+                try:
+                    self._transport.send(data)  # type: ignore[union-attr]
+                except OSError as exc:
+                    if handshake:
+                        raise
+                    self._lost(ConnectionLost(f"writing to {self.params.redacted_uri()} failed: {exc}"))
+                    self._raise_error()
+                self._last_send = _monotonic()
+                return
+        # the state machine refused: the broker's connection.close may have been received
+        # but not yet dispatched; prefer its error when it comes (outside the write lock: the
+        # I/O thread needs it to answer close-ok)
+        if not handshake and not self._sm.is_open:
+            self._close_ok.wait(2.0)
+            if self._error is not None:
+                self._raise_error()
+        raise refused
+
+    def _send(self, data) -> None:
+        """Write bytes (whole frames) under the write lock; raises the connection's error."""
+        if self._error is not None:
+            self._raise_error()
+        with self._write_lock:
+            try:
+                self._transport.send(data)  # type: ignore[union-attr]
+            except OSError as exc:
+                self._lost(ConnectionLost(f"writing to {self.params.redacted_uri()} failed: {exc}"))
+                self._raise_error()
+            self._last_send = _monotonic()
+
+    def _raise_error(self):
+        err = self._error
+        raise copy_error(err) from err  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ I/O thread
+
+    def _io_loop(self) -> None:
+        self._io_ident = threading.get_ident()
+        tr = self._transport
+        assert tr is not None
+        recv = tr.recv
+        wait = tr.wait_readable
+        receive = self._sm.receive_data
+        sm_lock = self._sm_lock
+        dispatch = self._dispatch
+        hb = self.heartbeat
+        wlock = self._write_lock
+        last_recv = _monotonic()
+        try:
+            while True:
+                if hb:
+                    now = _monotonic()
+                    if now - self._last_send >= hb / 2.0 and wlock.acquire(False):
+                        # not blocking: a writer holding the lock is sending anyway (and may be
+                        # stuck while RabbitMQ blocks publishers; keep reading meanwhile)
+                        try:
+                            tr.send(_HEARTBEAT)
+                            self._last_send = now
+                        except OSError:
+                            pass  # reported by the read side
+                        finally:
+                            wlock.release()
+                    silent = now - last_recv
+                    if silent >= 2 * hb:
+                        raise ConnectionLost(
+                            f"no data from {self.params.redacted_uri()} for {silent:.1f} s (heartbeat "
+                            f"{hb} s, 2 intervals missed): the broker or the network is dead")
+                    timeout = min(hb / 2.0 - (now - self._last_send), 2 * hb - silent)
+                    if not wait(max(timeout, 0.01)):
+                        continue
+                data = recv()
+                if not data:
+                    if not tr.eof:
+                        continue  # TLS: a partial record, nothing to decode yet
+                    if self._closing:
+                        return
+                    raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
+                                         "without connection.close")
+                if hb:
+                    last_recv = _monotonic()
+                with sm_lock:
+                    events = receive(data, 0.0)
+                if events and dispatch(events):
+                    return  # connection.close-ok / close handled
+        except AMQPError as exc:
+            # a protocol violation by the server (decoder) or a broker-side connection.close
+            # (all state-machine/decoder errors are connection-level): report it to the broker
+            # with connection.close (spec §4.2.6 / §2.3.6), do not wait for close-ok
+            if not self._closing and self._error is None:
+                before = getattr(exc, "events", None)  # events decoded before the violation
+                if before:
+                    self._dispatch(before)
+                try:
+                    self._send_method(0, close_method_for(exc, connection=True))
+                except (OSError, AMQPError):
+                    pass
+                exc = _hard(error_for_code(
+                    exc.reply_code, "this client detected a protocol violation by the broker and "
+                    f"closed the connection: {exc.reply_text}", exc.class_id, exc.method_id))
+            self._lost(exc)
+        except OSError as exc:
+            if self._closing and self._close_ok.is_set():
+                return
+            if not isinstance(exc, ConnectionLost):
+                exc = ConnectionLost(f"reading from {self.params.redacted_uri()} failed: {exc}")
+            self._lost(exc)
+        except BaseException as exc:  # pragma: no cover - a bug: do not hang callers
+            log.exception("spark-amqp I/O thread crashed")
+            self._lost(ConnectionLost(f"I/O thread crashed: {exc!r}"))
+        finally:
+            self._close_ok.set()
+
+    def _dispatch(self, events: list) -> bool:
+        """Route decoded events; returns True when the connection is finished."""
+        channels = self._channels
+        for ev in events:
+            t = type(ev)
+            if t is ContentMessage:
+                ch = channels.get(ev.channel)
+                if ch is not None:
+                    ch._on_content(ev)
+            elif t is MethodFrame:
+                n = ev.channel
+                if n:
+                    ch = channels.get(n)
+                    if ch is not None:
+                        ch._on_method(ev.method)
+                    else:
+                        log.debug("dropping %r for unknown channel %d", ev.method, n)
+                elif self._on_connection_method(ev.method):
+                    return True
+            # Heartbeat: nothing to do, any bytes reset the dead-peer timer
+        if self._wake:
+            wake, self._wake = self._wake, []
+            for ch in wake:
+                ch._notify()
+        return False
+
+    def _on_connection_method(self, m) -> bool:
+        t = type(m)
+        if t is _Close:
+            try:
+                self._send_method(0, _CloseOk())
+            except (OSError, AMQPError):
+                pass
+            err = error_from_close(m)
+            err.reply_text = _close_text(m, self.params.redacted_uri())
+            self._lost(err)
+            return True
+        if t is _CloseOk:
+            self._close_ok.set()
+            return True
+        if t is _Blocked:
+            self.blocked = True
+            self.blocked_reason = m.reason
+            cb = self.on_blocked
+            if cb is not None:
+                _safe_call(cb, m.reason)
+            return False
+        if t is _Unblocked:
+            self.blocked = False
+            self.blocked_reason = ""
+            cb = self.on_unblocked
+            if cb is not None:
+                _safe_call(cb)
+            return False
+        if t is spec.Connection.UpdateSecretOk:
+            return False
+        log.warning("ignoring unexpected %s on channel 0", m.NAME)
+        return False
+
+    def _lost(self, err: BaseException) -> None:
+        """Mark the connection dead with ``err``, close the socket, wake every waiter."""
+        with self._lock:
+            if self._error is None:
+                self._error = err
+            channels = list(self._channels.values())
+            self._channels.clear()
+        tr = self._transport
+        if tr is not None:
+            tr.shutdown()
+        for ch in channels:
+            ch._on_connection_closed(self._error)
+        self._close_ok.set()
+
+    # ------------------------------------------------------------------ channels
+
+    def channel(self, channel_number: int | None = None) -> Channel:
+        """Open a new channel (``channel.open``) and return it.
+
+        ``channel_number``: a specific free number (1..channel_max), else the lowest free.
+        Raises ``ResourceError``-like ``ValueError`` when all numbers are taken, the broker's
+        typed error when it refuses, ``ConnectionLost``/``ConnectionClosed`` when closed.
+        """
+        if self._error is not None:
+            self._raise_error()
+        with self._lock:
+            sm = self._sm
+            if channel_number is None:
+                # skip numbers still closing in the state machine (close-ok not yet received)
+                channel_number = 1
+                while channel_number in self._channels or sm.channel_info(channel_number) is not None:
+                    channel_number += 1
+                if channel_number > self.channel_max:
+                    raise ValueError(f"all {self.channel_max} channels (channel_max) are open; "
+                                     "close some or reuse them")
+            elif (channel_number in self._channels or sm.channel_info(channel_number) is not None
+                  or not (0 < channel_number <= self.channel_max)):
+                raise ValueError(f"channel number {channel_number} is in use or outside "
+                                 f"1..{self.channel_max}")
+            ch = Channel(self, channel_number)
+            self._channels[channel_number] = ch
+        try:
+            ch._open()
+        except BaseException:
+            with self._lock:
+                if self._channels.get(channel_number) is ch:
+                    del self._channels[channel_number]
+            raise
+        return ch
+
+    def _forget_channel(self, ch: Channel) -> None:
+        with self._lock:
+            if self._channels.get(ch.channel_number) is ch:
+                del self._channels[ch.channel_number]
+
+    # ------------------------------------------------------------------ closing
+
+    @property
+    def is_open(self) -> bool:
+        """True until the connection is closed (by either side) or lost."""
+        return self._error is None
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection is closed (typed AMQPError, ConnectionLost, ConnectionClosed)."""
+        return self._error
+
+    def close(self, reply_code: int = 200, reply_text: str = "Normal shutdown",
+              timeout: float = 5.0) -> None:
+        """Close cleanly: ``connection.close`` → wait for ``close-ok`` (at most ``timeout``
+        seconds) → close the socket and join the I/O thread. Idempotent; never raises for a
+        connection that is already closed or lost. Unacked deliveries are requeued by the
+        broker (spec §basic.ack)."""
+        if self._io_ident == threading.get_ident():
+            raise RuntimeError("Connection.close() called from the I/O thread (a consumer "
+                               "callback); close from another thread")
+        if self._error is None and not self._closing:
+            self._closing = True
+            try:
+                self._send_method(0, _Close(reply_code, reply_text, 0, 0))
+                self._close_ok.wait(timeout)
+            except (OSError, AMQPError):
+                pass
+            self._lost(ConnectionClosed(f"connection to {self.params.redacted_uri()} was closed "
+                                        "by this client; open a new one"))
+        tr = self._transport
+        if tr is not None:
+            tr.shutdown()
+        t = self._io_thread
+        if t is not None and t.is_alive():
+            t.join(timeout)
+        if tr is not None:
+            tr.close()
+
+    def update_secret(self, new_secret: str | bytes, reason: str = "") -> None:
+        """RabbitMQ extension ``connection.update-secret`` (e.g. a refreshed OAuth token).
+        Sent without waiting for ``update-secret-ok``."""
+        if isinstance(new_secret, str):
+            new_secret = new_secret.encode()
+        self._send_method(0, spec.Connection.UpdateSecret(new_secret, reason))
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else f"closed ({self._error})"
+        return f"<Connection {self.params.redacted_uri()} {state}>"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def _negotiate(client: int, server: int) -> int:
+    """Lower non-zero of the two (0 = no limit) — spec §connection.tune-ok."""
+    if not client:
+        return server
+    if not server:
+        return client
+    return min(client, server)
+
+
+def _auth_response(mechanism: str, username: str, password: str) -> bytes:
+    """SASL response: PLAIN (RFC 4616: ``\\0user\\0password``), EXTERNAL (empty: identity
+    from the client certificate, RabbitMQ's rabbitmq_auth_mechanism_ssl plugin), AMQPLAIN
+    (a field table LOGIN/PASSWORD without its length prefix, RabbitMQ docs)."""
+    if mechanism == "PLAIN":
+        return b"\x00" + username.encode("utf-8") + b"\x00" + password.encode("utf-8")
+    if mechanism == "EXTERNAL":
+        return b""
+    if mechanism == "AMQPLAIN":
+        return encode_table({"LOGIN": username, "PASSWORD": password})[4:]
+    raise ValueError(f"unsupported auth mechanism {mechanism!r}")
+
+
+def _close_text(m, where: str) -> str:
+    text = m.reply_text
+    if m.reply_code == 403:
+        text += f" (user or password wrong, or no permission; connecting to {where})"
+    elif m.reply_code == 530:
+        text += f" (check the vhost and the user's permissions on it; connecting to {where})"
+    return text
+
+
+def _hard(err: AMQPError) -> AMQPError:
+    """Mark an error raised during the handshake as connection-level (no channel exists)."""
+    err.connection_level = True
+    return err
+
+
+def _safe_call(cb, *args) -> None:
+    try:
+        cb(*args)
+    except Exception:  # a user callback must not kill the I/O thread
+        log.exception("spark-amqp callback %r raised", cb)

@@ -1,0 +1,94 @@
+"""Client-side errors (the broker's own errors are the typed classes of
+:mod:`spark_amqp.protocol.errors`, e.g. ``NotFound`` 404, raised unchanged).
+
+- :class:`ConnectionLost` (an ``OSError``): the TCP/TLS connection broke, the peer stopped
+  sending heartbeats, or the socket could not be opened.
+- :class:`ConnectionClosed`: the connection was closed by this client (``conn.close()``) and
+  is used again.
+- :class:`ChannelClosed`: the channel was closed by this client (``ch.close()``) and is used
+  again. A channel closed *by the broker* raises the broker's typed error instead.
+- :class:`PublishNacked`: ``wait_for_confirms`` saw one or more ``basic.nack`` from the broker
+  (RabbitMQ docs "Consumer Acknowledgements and Publisher Confirms": a nack means the broker
+  could not take responsibility for the message, e.g. a queue with ``x-overflow=reject-publish``).
+- :class:`ConfirmTimeout`: ``wait_for_confirms(timeout)`` ran out of time.
+- :class:`ProtocolMismatch`: the server answered the protocol header with another header
+  (it does not speak AMQP 0-9-1; spec §4.2.2).
+"""
+
+from __future__ import annotations
+
+__all__ = ["copy_error", "ClientError", "ConnectionLost", "ConnectionClosed", "ChannelClosed",
+           "PublishNacked", "ConfirmTimeout", "ProtocolMismatch"]
+
+
+class ClientError(Exception):
+    """Base of the client-side (not broker-sent) errors except :class:`ConnectionLost`."""
+
+
+class ConnectionLost(OSError):
+    """The connection to the broker is gone without an AMQP ``connection.close``.
+
+    Raised by every pending and later call on the connection and its channels when the socket
+    reported EOF or an error, when no bytes arrived for two heartbeat intervals (dead-peer
+    detection, RabbitMQ docs "Detecting Dead TCP Connections with Heartbeats"), or when the
+    socket could not be opened / the handshake timed out (``connection_timeout``).
+    """
+
+
+class ConnectionClosed(ClientError):
+    """The connection was closed by this client and then used again."""
+
+
+class ChannelClosed(ClientError):
+    """The channel was closed by this client (``Channel.close``) and then used again."""
+
+
+class PublishNacked(ClientError):
+    """The broker nacked one or more publishes (``basic.nack`` in confirm mode).
+
+    Attributes:
+        result: the :class:`~spark_amqp.client.messages.ConfirmResult` of the wait, whose
+            ``nacked`` lists the nacked publish sequence numbers.
+    """
+
+    def __init__(self, result):
+        self.result = result
+        n = len(result.nacked)
+        first = result.nacked[:10]
+        super().__init__(
+            f"the broker nacked {n} publish(es) (sequence numbers {first}{'...' if n > 10 else ''}); "
+            "it did not take responsibility for them: republish them or check the queue's "
+            "overflow/length limits and the broker log")
+
+
+class ConfirmTimeout(ClientError, TimeoutError):
+    """``wait_for_confirms(timeout)`` returned before all publishes were confirmed.
+
+    Attributes:
+        outstanding: how many publishes were still unconfirmed.
+    """
+
+    def __init__(self, outstanding: int, timeout: float):
+        self.outstanding = outstanding
+        super().__init__(f"{outstanding} publish(es) still unconfirmed after {timeout} s; "
+                         "wait again or raise the timeout")
+
+
+class ProtocolMismatch(ClientError):
+    """The server replied with a protocol header: it does not accept AMQP 0-9-1."""
+
+
+def copy_error(err: BaseException) -> BaseException:
+    """A fresh exception equal to ``err`` (same type, code, text, level) to raise again from a
+    later call without growing the original's traceback."""
+    from ..protocol.errors import AMQPError, error_for_code
+
+    if isinstance(err, AMQPError):
+        new = error_for_code(err.reply_code, err.reply_text, err.class_id, err.method_id,
+                             connection_level=err.connection_level)
+        if new.connection_level != err.connection_level:
+            new.connection_level = err.connection_level
+        return new
+    if isinstance(err, (ConnectionLost, ConnectionClosed, ChannelClosed)):
+        return type(err)(str(err))
+    return err

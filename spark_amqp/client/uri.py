@@ -1,0 +1,222 @@
+"""AMQP URIs and connection parameters.
+
+Syntax per RabbitMQ's URI specification (https://www.rabbitmq.com/docs/uri-spec)::
+
+    amqp[s]://[user[:password]@]host[:port][/vhost][?key=value&...]
+
+- scheme ``amqp`` (port 5672) or ``amqps`` (TLS, port 5671);
+- user, password, host and vhost are percent-decoded; ``/`` inside a vhost must be written
+  ``%2F`` (so the default vhost ``/`` is ``amqp://host/%2F``). A missing or empty path
+  (``amqp://host`` or ``amqp://host/``) selects the default vhost ``/``; note the URI spec
+  reads ``amqp://host/`` as the empty vhost ``""``, which RabbitMQ never has, so this
+  client (like pika) maps it to ``/``;
+- an IPv6 host goes in brackets (``amqp://[::1]:5672``).
+
+Query parameters (https://www.rabbitmq.com/docs/uri-query-parameters):
+
+====================== ============================================================
+heartbeat              seconds (int); 0 disables heartbeats; absent: the server's value
+frame_max              bytes (int, >= 4096, framing included); default 131072
+channel_max            int; default 2047 (RabbitMQ's default)
+connection_timeout     **milliseconds** (int) for TCP connect + TLS + AMQP handshake;
+                       default 10000
+auth_mechanism         ``plain`` | ``external`` | ``amqplain`` (case-insensitive; may be
+                       repeated, first one the server offers wins); default plain
+cacertfile, certfile,  paths of PEM files (amqps): CA bundle to verify the server, client
+keyfile                certificate and key (for EXTERNAL / mutual TLS)
+verify                 ``verify_peer`` (default) | ``verify_none``
+server_name_indication host name sent in SNI and checked against the certificate (default:
+                       the URI host); ``disable`` sends no SNI and skips the host check
+====================== ============================================================
+
+Keyword arguments of :func:`spark_amqp.client.connect` override URI values; unknown query
+parameters raise ``ValueError`` (a typo should not be silently ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ssl
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+__all__ = ["ConnectionParameters", "parse_uri", "DEFAULT_URI"]
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+_MECHANISMS = ("PLAIN", "EXTERNAL", "AMQPLAIN")
+_INT_PARAMS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
+_STR_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "server_name_indication")
+
+
+@dataclasses.dataclass
+class ConnectionParameters:
+    """Everything needed to open a connection. Build it with :func:`parse_uri`.
+
+    Attributes:
+        host (str), port (int), tls (bool, ``amqps``), username, password (str),
+        vhost (str), heartbeat (int seconds or None = accept the server's proposal;
+        0 = disabled), frame_max (int bytes), channel_max (int), connection_timeout
+        (float **seconds**; the URI gives milliseconds), auth_mechanisms (tuple of upper-case
+        SASL names in preference order), cacertfile / certfile / keyfile (str paths or None),
+        verify (``"verify_peer"`` | ``"verify_none"``), server_name_indication (str or None),
+        ssl_context (a ready :class:`ssl.SSLContext`, overrides the file options),
+        client_properties (dict merged into the ``connection.start-ok`` client properties;
+        ``connection_name`` shows in RabbitMQ's management UI).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 5672
+    tls: bool = False
+    username: str = "guest"
+    password: str = "guest"
+    vhost: str = "/"
+    heartbeat: int | None = None
+    frame_max: int = 131072
+    channel_max: int = 2047
+    connection_timeout: float = 10.0
+    auth_mechanisms: tuple = ("PLAIN",)
+    cacertfile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    verify: str = "verify_peer"
+    server_name_indication: str | None = None
+    ssl_context: Any = None
+    client_properties: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check ranges; raises ``ValueError`` naming the bad parameter."""
+        if not (0 < int(self.port) < 65536):
+            raise ValueError(f"port must be 1-65535, got {self.port}")
+        if self.heartbeat is not None and not (0 <= int(self.heartbeat) <= 65535):
+            raise ValueError(f"heartbeat must be 0-65535 seconds, got {self.heartbeat}")
+        if not (self.frame_max == 0 or 4096 <= int(self.frame_max) <= 0xFFFFFFFF):
+            raise ValueError(f"frame_max must be 0 (no limit) or >= 4096 bytes (spec minimum "
+                             f"frame size), got {self.frame_max}")
+        if not (0 <= int(self.channel_max) <= 65535):
+            raise ValueError(f"channel_max must be 0-65535, got {self.channel_max}")
+        if self.connection_timeout is not None and self.connection_timeout <= 0:
+            raise ValueError(f"connection_timeout must be > 0 seconds, got {self.connection_timeout}")
+        if isinstance(self.auth_mechanisms, str):
+            self.auth_mechanisms = (self.auth_mechanisms,)
+        mechs = tuple(m.upper() for m in self.auth_mechanisms)
+        for m in mechs:
+            if m not in _MECHANISMS:
+                raise ValueError(f"auth_mechanism {m!r} is not supported; use one of "
+                                 f"{', '.join(x.lower() for x in _MECHANISMS)}")
+        if not mechs:
+            raise ValueError("auth_mechanisms is empty")
+        self.auth_mechanisms = mechs
+        if self.verify not in ("verify_peer", "verify_none"):
+            raise ValueError(f"verify must be 'verify_peer' or 'verify_none', got {self.verify!r}")
+
+    def replace(self, **changes: Any) -> "ConnectionParameters":
+        """A copy with ``changes`` applied (keyword overrides of :func:`connect`).
+
+        ``auth_mechanism`` is accepted as an alias of ``auth_mechanisms``; ``connection_timeout``
+        is in seconds here. Raises ``TypeError`` for unknown names.
+        """
+        if "auth_mechanism" in changes:
+            changes["auth_mechanisms"] = changes.pop("auth_mechanism")
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - names
+        if unknown:
+            raise TypeError(f"unknown connection parameter(s) {sorted(unknown)}; "
+                            f"known: {sorted(names)}")
+        return dataclasses.replace(self, **changes)
+
+    def make_ssl_context(self) -> ssl.SSLContext:
+        """The client :class:`ssl.SSLContext` for ``amqps``.
+
+        ``verify_peer``: certificate chain checked against ``cacertfile`` (or the system
+        CAs when absent) and host name checked against ``server_name_indication`` or the host
+        (unless SNI is ``disable``). ``verify_none``: no verification (testing only).
+        ``certfile``/``keyfile`` present a client certificate (mutual TLS, EXTERNAL auth).
+        Raises ``OSError``/``ssl.SSLError`` when a file cannot be read.
+        """
+        if self.ssl_context is not None:
+            return self.ssl_context
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.cacertfile)
+        if self.verify == "verify_none":
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.server_name_indication == "disable":
+            ctx.check_hostname = False
+        if self.certfile:
+            ctx.load_cert_chain(self.certfile, self.keyfile)
+        elif self.keyfile:
+            raise ValueError("keyfile given without certfile")
+        return ctx
+
+    @property
+    def sni_hostname(self) -> str | None:
+        """The host name for SNI / certificate checks, or None when disabled."""
+        if self.server_name_indication == "disable":
+            return None
+        return self.server_name_indication or self.host
+
+    def redacted_uri(self) -> str:
+        """The URI without the password, for logs and error messages."""
+        scheme = "amqps" if self.tls else "amqp"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        from urllib.parse import quote
+        return f"{scheme}://{quote(self.username, safe='')}@{host}:{self.port}/{quote(self.vhost, safe='')}"
+
+
+def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:
+    """Parse an AMQP URI (module docstring) into :class:`ConnectionParameters`.
+
+    ``uri=None`` means :data:`DEFAULT_URI`. ``overrides`` (parameter names as attributes of
+    :class:`ConnectionParameters`, e.g. ``heartbeat=5``) win over the URI.
+    Raises ``ValueError`` for another scheme, a bad port/number or an unknown query parameter.
+    """
+    uri = DEFAULT_URI if uri is None else uri
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme not in ("amqp", "amqps"):
+        raise ValueError(f"AMQP URI must start with amqp:// or amqps://, got {uri!r}")
+    tls = scheme == "amqps"
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad port in AMQP URI {uri!r}: {exc}") from None
+    kw: dict[str, Any] = {
+        "tls": tls,
+        "host": unquote(parts.hostname or "") or "127.0.0.1",
+        "port": port or (5671 if tls else 5672),
+    }
+    if parts.username is not None:
+        kw["username"] = unquote(parts.username)
+        kw["password"] = unquote(parts.password or "")
+    path = parts.path
+    if path in ("", "/"):
+        kw["vhost"] = "/"
+    else:
+        vhost = path[1:]
+        if "/" in vhost:
+            raise ValueError(f"vhost {vhost!r} in AMQP URI {uri!r} contains '/'; percent-encode "
+                             "it as %2F (the default vhost is written /%2F)")
+        kw["vhost"] = unquote(vhost)
+    mechs: list[str] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        if key in _INT_PARAMS:
+            try:
+                n = int(value)
+            except ValueError:
+                raise ValueError(f"query parameter {key}={value!r} in AMQP URI must be an integer") from None
+            kw[key] = n / 1000.0 if key == "connection_timeout" else n
+        elif key == "auth_mechanism":
+            mechs.append(value.upper())
+        elif key in _STR_PARAMS:
+            kw[key] = value
+        else:
+            raise ValueError(f"unknown query parameter {key!r} in AMQP URI; known: "
+                             f"{', '.join(_INT_PARAMS + ('auth_mechanism',) + _STR_PARAMS)}")
+    if mechs:
+        kw["auth_mechanisms"] = tuple(mechs)
+    params = ConnectionParameters(**kw)
+    if overrides:
+        params = params.replace(**overrides)
+    return params
