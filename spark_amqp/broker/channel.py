@@ -1,0 +1,614 @@
+"""One AMQP channel on the broker side: consumers, deliveries, acks, qos, confirms, tx.
+
+Semantics (RabbitMQ 3.10, checked on the real broker where the spec is loose):
+
+- delivery tags count from 1 per channel across basic.deliver and basic.get-ok;
+- ack/nack/reject with ``multiple`` (tag 0 + multiple = everything outstanding); an unknown
+  tag → channel.close 406 PRECONDITION_FAILED "unknown delivery tag N";
+- requeued messages go back to their queue's head in original order, redelivered=true;
+  closing the channel requeues everything unacked;
+- basic.qos: ``global=false`` limits each *new* consumer, ``global=true`` the channel
+  (RabbitMQ's reinterpretation); prefetch-size≠0 → 540;
+- publisher confirms: sequence numbers from 1; basic.ack (multiple where possible) after
+  routing and enqueueing, and for persistent messages in durable queues after the store
+  fsynced; basic.return 312 NO_ROUTE precedes the ack of an unroutable mandatory message;
+  basic.nack when a reject-publish queue refused the message;
+- tx.select/commit/rollback: publishes and acks are buffered until commit; commit/rollback on
+  a non-tx channel → 406; tx and confirm modes exclude each other → 406;
+- channel.flow active=false → 540 (RabbitMQ ≥ 3.3); basic.recover requeue=false → 540.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+from collections import OrderedDict, deque
+from typing import Any
+
+from ..protocol import spec
+from ..protocol.errors import (AccessRefused, AMQPNotImplemented, CommandInvalid, NotAllowed,
+                               NotFound, PreconditionFailed)
+from .message import Message, peek_properties
+from .queue import Consumer, Queue
+
+__all__ = ["Channel", "new_name"]
+
+_P_FRAME = struct.Struct(">BHI").pack
+_P_QB = struct.Struct(">QB").pack
+_P_QBX = struct.Struct(">QB").pack
+_P_HDR = struct.Struct(">BHIHHQ").pack
+_P_GETOK_TAIL = struct.Struct(">I").pack
+_DELIVER_ID = b"\x00\x3c\x00\x3c"
+_GETOK_ID = b"\x00\x3c\x00\x47"
+_RETURN_ID = b"\x00\x3c\x00\x32"
+_CE = b"\xce"
+
+
+def new_name(prefix: str) -> str:
+    """A server-generated name like RabbitMQ's: ``amq.gen-`` / ``amq.ctag-`` + 22 url-safe chars."""
+    return prefix + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+def shortstr(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return bytes((len(b),)) + b
+
+
+class Channel:
+    """Broker-side state of channel ``number`` on connection ``conn``."""
+
+    def __init__(self, conn, number: int):
+        self.conn = conn
+        self.broker = conn.broker
+        self.vhost = conn.vhost
+        self.number = number
+        self.closing = False          # channel.close sent, waiting for close-ok
+        self.flow_active = True
+        self.can_deliver = conn.writable
+        self.next_tag = 1
+        self.unacked: OrderedDict[int, tuple] = OrderedDict()
+        self.unacked_count = 0
+        self.consumers: dict[str, Consumer] = {}
+        self.prefetch_consumer = 0
+        self.prefetch_global = 0
+        self.confirm = False
+        self.confirm_seq = 0
+        self.confirm_acked = 0
+        self.confirm_pending: deque = deque()  # [seq, ticket, nack] for non-trivial confirms
+        self.tx = False
+        self.tx_publishes: list = []
+        self.tx_acks: list = []
+        self.last_queue: str | None = None
+        self.frame_max = conn.frame_max
+        self._hdr_prefix = None
+
+    # ================================================================== output helpers
+    def send(self, method) -> None:
+        self.conn.send_method(self.number, method)
+
+    def _content_frames(self, method_payload: bytes, props_raw: bytes, body: bytes, out: list) -> None:
+        n = self.number
+        out.append(_P_FRAME(1, n, len(method_payload)))
+        out.append(method_payload)
+        blen = len(body)
+        out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
+        out.append(props_raw)
+        if blen:
+            chunk = self.frame_max - 8 if self.frame_max else blen
+            if blen <= chunk:
+                out.append(_CE + _P_FRAME(3, n, blen))
+                out.append(body)
+            else:
+                for start in range(0, blen, chunk):
+                    piece = body[start:start + chunk]
+                    out.append(_CE + _P_FRAME(3, n, len(piece)))
+                    out.append(piece)
+        out.append(_CE)
+
+    # ================================================================== delivery (hot path)
+    def deliver(self, c: Consumer, m: Message, q: Queue) -> None:
+        """basic.deliver ``m`` from ``q`` to consumer ``c`` (called by Queue.dispatch)."""
+        tag = self.next_tag
+        self.next_tag = tag + 1
+        if c.no_ack:
+            q._forget(m)
+        else:
+            self.unacked[tag] = (m, q, c)
+            c.unacked += 1
+            self.unacked_count += 1
+            q.unacked_count += 1
+        props_raw = m.props_raw
+        if q.quorum:
+            props_raw = _with_delivery_count(m)
+        enc = m.enc
+        ctag = c.tag_enc
+        conn = self.conn
+        out = conn.out
+        n = self.number
+        body = m.body
+        blen = len(body)
+        out.append(_P_FRAME(1, n, 13 + len(ctag) + len(enc)))
+        out.append(_DELIVER_ID)
+        out.append(ctag)
+        out.append(_P_QB(tag, m.redelivered))
+        out.append(enc)
+        if blen and blen <= self.frame_max - 8:
+            out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
+            out.append(props_raw)
+            out.append(_CE + _P_FRAME(3, n, blen))
+            out.append(body)
+            out.append(_CE)
+        else:
+            out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
+            out.append(props_raw)
+            if blen:
+                chunk = self.frame_max - 8
+                for start in range(0, blen, chunk):
+                    piece = body[start:start + chunk]
+                    out.append(_CE + _P_FRAME(3, n, len(piece)))
+                    out.append(piece)
+            out.append(_CE)
+        if not conn.dirty:
+            conn.mark_dirty()
+
+    # ================================================================== publish (hot path)
+    def on_publish(self, exchange: str, routing_key: str, mandatory: bool, immediate: bool,
+                   enc: bytes, props_raw: bytes, body: bytes) -> None:
+        """A complete basic.publish (method + header + body)."""
+        if immediate:
+            raise AMQPNotImplemented("immediate=true", 60, 40)
+        vhost = self.vhost
+        x = vhost.exchanges.get(exchange)
+        if x is None:
+            raise NotFound(f"no exchange '{exchange}' in vhost '{vhost.name}'", 60, 40)
+        conn = self.conn
+        if exchange not in conn.write_ok:
+            if x.internal:
+                raise AccessRefused(f"cannot publish to internal exchange '{exchange}' in vhost '{vhost.name}'", 60, 40)
+            conn.check_perm("write", "exchange", exchange, 60, 40)
+            conn.write_ok.add(exchange)
+        props = peek_properties(props_raw) if props_raw != b"\x00\x00" else None
+        if props is not None and props.user_id is not None and props.user_id != conn.user:
+            raise PreconditionFailed(f"user_id property set to '{props.user_id}' but authenticated user was '{conn.user}'", 60, 40)
+        if len(body) > self.broker.config.max_message_size:
+            raise PreconditionFailed(f"message size {len(body)} is larger than configured max size "
+                                     f"{self.broker.config.max_message_size}", 60, 40)
+        m = Message(exchange, routing_key, props_raw, body, props)
+        m.enc = enc
+        conn.published = True
+        if self.tx:
+            self.tx_publishes.append((x, m, mandatory))
+            return
+        self._route(x, m, mandatory)
+
+    def _route(self, x, m: Message, mandatory: bool) -> None:
+        queues = self.vhost.route(x, m.routing_key, m)
+        if not queues:
+            if mandatory:
+                self._return(m, 312, "NO_ROUTE")
+            ticket, rejected = 0, False
+        else:
+            ticket, rejected = self.broker.enqueue(queues, m)
+        if self.confirm:
+            seq = self.confirm_seq = self.confirm_seq + 1
+            pend = self.confirm_pending
+            if rejected or ticket > self.broker.store.durable_ticket or pend:
+                pend.append((seq, ticket, rejected))
+                if ticket:
+                    self.broker.store_waiters.add(self)
+            self.conn.confirm_channels.add(self)
+            if not self.conn.dirty:
+                self.conn.mark_dirty()
+
+    def _return(self, m: Message, code: int, text: str) -> None:
+        t = text.encode()
+        payload = b"".join((_RETURN_ID, struct.pack(">H", code), bytes((len(t),)), t, m.enc))
+        self._content_frames(payload, m.props_raw, m.body, self.conn.out)
+        self.conn.mark_dirty()
+
+    def flush_confirms(self) -> None:
+        """Send basic.ack / basic.nack for every publish whose outcome is settled (in order,
+        with multiple=true where possible)."""
+        if not self.confirm or self.closing:
+            return
+        durable = self.broker.store.durable_ticket
+        pend = self.confirm_pending
+        acked = self.confirm_acked
+        send = self.send
+        while pend:
+            seq, ticket, nack = pend[0]
+            if ticket > durable:
+                break
+            pend.popleft()
+            if nack:
+                if seq - 1 > acked:
+                    send(spec.Basic.Ack(delivery_tag=seq - 1, multiple=True))
+                send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
+                acked = seq
+        target = pend[0][0] - 1 if pend else self.confirm_seq
+        if target > acked:
+            send(spec.Basic.Ack(delivery_tag=target, multiple=target - acked > 1))
+            acked = target
+        self.confirm_acked = acked
+        if not any(t > durable for _, t, _ in pend):
+            self.broker.store_waiters.discard(self)
+
+    # ================================================================== acks
+    def _take(self, tag: int, multiple: bool, cid: int, mid: int) -> list[tuple]:
+        """Remove and return [(tag, (message, queue, consumer)), ...] for an ack/nack/reject."""
+        unacked = self.unacked
+        if multiple:
+            out = []
+            if tag == 0:
+                while unacked:
+                    out.append(unacked.popitem(last=False))
+                return out
+            if tag not in unacked:
+                # RabbitMQ 3.10 (rabbit_channel:collect_acks): the tag itself must be outstanding
+                raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
+            while unacked:
+                t = next(iter(unacked))
+                if t > tag:
+                    break
+                out.append(unacked.popitem(last=False))
+            return out
+        e = unacked.pop(tag, None)
+        if e is None:
+            raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
+        return [(tag, e)]
+
+    def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
+        """ack (requeue=None) or reject (requeue bool) ``entries`` [(tag, (m, q, consumer))]."""
+        mark = self.broker.mark_queue
+        touched = set()
+        by_q: dict[int, list] = {}
+        for _, (m, q, c) in entries:
+            if c is not None:
+                c.unacked -= 1
+            self.unacked_count -= 1
+            if requeue is None:
+                q.settle(m)
+            elif requeue and not q.deleted:
+                q.unacked_count -= 1
+                by_q.setdefault(id(q), [q]).append(m)
+            else:
+                q.reject(m, False)
+            if id(q) not in touched:
+                touched.add(id(q))
+                mark(q)
+        for q, *ms in by_q.values():
+            q.requeue(ms)
+        if self.prefetch_global:
+            for c in self.consumers.values():
+                mark(c.queue)
+
+    def on_ack(self, method) -> None:
+        entries = self._take(method.delivery_tag, method.multiple, 60, 80)
+        if self.tx:
+            self.tx_acks.append((entries, None))
+            return
+        self._settle(entries, None)
+
+    def on_nack(self, method) -> None:
+        entries = self._take(method.delivery_tag, method.multiple, 60, 120)
+        if self.tx:
+            self.tx_acks.append((entries, method.requeue))
+            return
+        self._settle(entries, method.requeue)
+
+    def on_reject(self, method) -> None:
+        entries = self._take(method.delivery_tag, False, 60, 90)
+        if self.tx:
+            self.tx_acks.append((entries, method.requeue))
+            return
+        self._settle(entries, method.requeue)
+
+    def requeue_all(self) -> None:
+        """Requeue every unacked message (channel close, recover)."""
+        if not self.unacked:
+            return
+        entries = list(self.unacked.items())
+        self.unacked.clear()
+        self._settle(entries, True)
+
+    def on_recover(self, method) -> None:
+        if not method.requeue:
+            raise AMQPNotImplemented("requeue=false", 60, 110)
+        self.requeue_all()
+        if method.INDEX == spec.Basic.Recover.INDEX:
+            self.send(spec.Basic.RecoverOk())
+
+    # ================================================================== qos / consume
+    def on_qos(self, method) -> None:
+        if method.prefetch_size:
+            raise AMQPNotImplemented(f"prefetch_size!=0 ({method.prefetch_size})", 60, 10)
+        if method.global_:
+            self.prefetch_global = method.prefetch_count
+            for c in self.consumers.values():
+                self.broker.mark_queue(c.queue)
+        else:
+            self.prefetch_consumer = method.prefetch_count
+        self.send(spec.Basic.QosOk())
+
+    def _queue_name(self, name: str, cid: int, mid: int) -> str:
+        if name == "":
+            if self.last_queue is None:
+                raise NotFound("no previously declared queue", cid, mid)
+            return self.last_queue
+        return name
+
+    def on_consume(self, method) -> None:
+        cid, mid = 60, 20
+        name = self._queue_name(method.queue, cid, mid)
+        q = self.vhost.get_queue(name, self.conn, cid, mid)
+        self.conn.check_perm("read", "queue", name, cid, mid)
+        tag = method.consumer_tag or new_name("amq.ctag-")
+        if tag in self.consumers:
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", cid, mid)
+        if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
+            raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
+        args = method.arguments or {}
+        c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
+        c.tag_enc = shortstr(tag)
+        self.consumers[tag] = c
+        if not method.no_wait:
+            self.send(spec.Basic.ConsumeOk(consumer_tag=tag))
+        q.add_consumer(c)
+
+    def on_cancel(self, method) -> None:
+        c = self.consumers.pop(method.consumer_tag, None)
+        if not method.no_wait:
+            self.send(spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
+        if c is not None:
+            c.queue.remove_consumer(c)
+
+    def consumer_cancelled_by_server(self, c: Consumer) -> None:
+        """The consumer's queue was deleted: send basic.cancel when the client supports it."""
+        self.consumers.pop(c.tag, None)
+        if self.conn.capabilities.get("consumer_cancel_notify") and not self.closing:
+            self.send(spec.Basic.Cancel(consumer_tag=c.tag, no_wait=True))
+
+    def on_get(self, method) -> None:
+        cid, mid = 60, 70
+        name = self._queue_name(method.queue, cid, mid)
+        q = self.vhost.get_queue(name, self.conn, cid, mid)
+        self.conn.check_perm("read", "queue", name, cid, mid)
+        m = q.get()
+        if m is None:
+            self.send(spec.Basic.GetEmpty())
+            return
+        tag = self.next_tag
+        self.next_tag += 1
+        if method.no_ack:
+            q._forget(m)
+        else:
+            self.unacked[tag] = (m, q, None)
+            self.unacked_count += 1
+            q.unacked_count += 1
+        props_raw = _with_delivery_count(m) if q.quorum else m.props_raw
+        payload = b"".join((_GETOK_ID, _P_QB(tag, m.redelivered), m.enc, _P_GETOK_TAIL(q.message_count)))
+        self._content_frames(payload, props_raw, m.body, self.conn.out)
+        self.conn.mark_dirty()
+
+    # ================================================================== confirm / tx / flow
+    def on_confirm_select(self, method) -> None:
+        if self.tx:
+            raise PreconditionFailed("cannot switch from tx to confirm mode", 85, 10)
+        self.confirm = True
+        if not method.nowait:
+            self.send(spec.Confirm.SelectOk())
+
+    def on_tx_select(self, method) -> None:
+        if self.confirm:
+            raise PreconditionFailed("cannot switch from confirm to tx mode", 90, 10)
+        self.tx = True
+        self.send(spec.Tx.SelectOk())
+
+    def on_tx_commit(self, method) -> None:
+        if not self.tx:
+            raise PreconditionFailed("channel is not transactional", 90, 20)
+        pubs, acks = self.tx_publishes, self.tx_acks
+        self.tx_publishes, self.tx_acks = [], []
+        ticket = 0
+        for x, m, mandatory in pubs:
+            queues = self.vhost.route(x, m.routing_key, m)
+            if not queues:
+                if mandatory:
+                    self._return(m, 312, "NO_ROUTE")
+                continue
+            t, _ = self.broker.enqueue(queues, m)
+            ticket = max(ticket, t)
+        for entries, requeue in acks:
+            self._settle(entries, requeue)
+        if ticket and ticket > self.broker.store.durable_ticket:
+            self.broker.after_commit(ticket, lambda: self.closing or self.send(spec.Tx.CommitOk()))
+        else:
+            self.send(spec.Tx.CommitOk())
+
+    def on_tx_rollback(self, method) -> None:
+        if not self.tx:
+            raise PreconditionFailed("channel is not transactional", 90, 30)
+        # acks recorded in the transaction are undone: those messages are unacked again
+        restored = [te for entries, _ in self.tx_acks for te in entries]
+        self.tx_publishes, self.tx_acks = [], []
+        if restored:
+            items = sorted(list(self.unacked.items()) + restored, key=lambda te: te[0])
+            self.unacked = OrderedDict(items)
+        self.send(spec.Tx.RollbackOk())
+
+    def on_flow(self, method) -> None:
+        if not method.active:
+            raise AMQPNotImplemented("active=false", 20, 20)
+        self.send(spec.Channel.FlowOk(active=True))
+
+    # ================================================================== declare & co
+    def on_exchange_declare(self, method) -> None:
+        cid, mid = 40, 10
+        if not method.passive:
+            self.conn.check_perm("configure", "exchange", method.exchange, cid, mid)
+        self.vhost.declare_exchange(method.exchange, method.type, method.passive, method.durable,
+                                    method.auto_delete, method.internal, method.arguments or {})
+        if not method.no_wait:
+            self.send(spec.Exchange.DeclareOk())
+
+    def on_exchange_delete(self, method) -> None:
+        self.conn.check_perm("configure", "exchange", method.exchange, 40, 20)
+        self.vhost.delete_exchange(method.exchange, method.if_unused)
+        if not method.no_wait:
+            self.send(spec.Exchange.DeleteOk())
+
+    def _bind_ex(self, method, bind: bool) -> None:
+        cid, mid = (40, 30) if bind else (40, 40)
+        v = self.vhost
+        for name in (method.source, method.destination):
+            if name == "":
+                raise AccessRefused("operation not permitted on the default exchange", cid, mid)
+        if bind:
+            src = v.get_exchange(method.source, cid, mid)
+            dst = v.get_exchange(method.destination, cid, mid)
+        else:
+            src = v.exchanges.get(method.source)
+            dst = v.exchanges.get(method.destination)
+        self.conn.check_perm("write", "exchange", method.destination, cid, mid)
+        self.conn.check_perm("read", "exchange", method.source, cid, mid)
+        if src is not None and dst is not None:
+            if bind:
+                v.bind(src, dst, method.routing_key, method.arguments or {})
+            else:
+                v.unbind(src, dst, method.routing_key, method.arguments or {})
+        if not method.no_wait:
+            self.send(spec.Exchange.BindOk() if bind else spec.Exchange.UnbindOk())
+
+    def on_exchange_bind(self, method) -> None:
+        self._bind_ex(method, True)
+
+    def on_exchange_unbind(self, method) -> None:
+        self._bind_ex(method, False)
+
+    def on_queue_declare(self, method) -> None:
+        cid, mid = 50, 10
+        name = method.queue
+        server_named = False
+        if name == "" and not method.passive:
+            name = new_name("amq.gen-")
+            server_named = True
+        elif name == "" and method.passive:
+            name = self._queue_name("", cid, mid)
+        if not method.passive:
+            self.conn.check_perm("configure", "queue", name, cid, mid)
+        q = self.vhost.declare_queue(self.conn, name, method.passive, method.durable, method.exclusive,
+                                     method.auto_delete, method.arguments or {}, server_named)
+        self.last_queue = q.name
+        if not method.no_wait:
+            self.send(spec.Queue.DeclareOk(queue=q.name, message_count=q.message_count,
+                                           consumer_count=q.consumer_count))
+
+    def on_queue_bind(self, method) -> None:
+        cid, mid = 50, 20
+        v = self.vhost
+        name = self._queue_name(method.queue, cid, mid)
+        if method.exchange == "":
+            raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
+        q = v.get_queue(name, self.conn, cid, mid)
+        x = v.get_exchange(method.exchange, cid, mid)
+        self.conn.check_perm("write", "queue", name, cid, mid)
+        self.conn.check_perm("read", "exchange", method.exchange, cid, mid)
+        v.bind(x, q, method.routing_key, method.arguments or {})
+        if not method.no_wait:
+            self.send(spec.Queue.BindOk())
+
+    def on_queue_unbind(self, method) -> None:
+        cid, mid = 50, 50
+        v = self.vhost
+        name = self._queue_name(method.queue, cid, mid)
+        if method.exchange == "":
+            raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
+        q = v.queues.get(name)
+        if q is not None:
+            q = v.get_queue(name, self.conn, cid, mid)
+        x = v.exchanges.get(method.exchange)
+        self.conn.check_perm("write", "queue", name, cid, mid)
+        if q is not None and x is not None:
+            v.unbind(x, q, method.routing_key, method.arguments or {})
+        self.send(spec.Queue.UnbindOk())
+
+    def on_queue_purge(self, method) -> None:
+        cid, mid = 50, 30
+        name = self._queue_name(method.queue, cid, mid)
+        q = self.vhost.get_queue(name, self.conn, cid, mid)
+        self.conn.check_perm("read", "queue", name, cid, mid)
+        n = q.purge()
+        if not method.no_wait:
+            self.send(spec.Queue.PurgeOk(message_count=n))
+
+    def on_queue_delete(self, method) -> None:
+        cid, mid = 50, 40
+        name = self._queue_name(method.queue, cid, mid)
+        v = self.vhost
+        q = v.queues.get(name)
+        n = 0
+        if q is not None:
+            q = v.get_queue(name, self.conn, cid, mid)
+            self.conn.check_perm("configure", "queue", name, cid, mid)
+            if method.if_unused and q.consumers:
+                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' in use", cid, mid)
+            if method.if_empty and q.message_count:
+                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' is not empty", cid, mid)
+            n = v.delete_queue(q)
+        if not method.no_wait:
+            self.send(spec.Queue.DeleteOk(message_count=n))
+
+    def on_access_request(self, method) -> None:
+        self.send(spec.Access.RequestOk(reserved_1=1))
+
+    # ================================================================== teardown
+    def shutdown(self) -> None:
+        """The channel is gone (closed or its connection died): cancel consumers, requeue."""
+        for c in list(self.consumers.values()):
+            c.queue.remove_consumer(c)
+        self.consumers.clear()
+        self.requeue_all()
+        self.tx_publishes, self.tx_acks = [], []
+        self.broker.store_waiters.discard(self)
+
+
+def _with_delivery_count(m: Message) -> bytes:
+    """Properties of a quorum-queue delivery: headers + ``x-delivery-count`` (RabbitMQ 3.10.8
+    sends it on every delivery: 0 first, +1 per return)."""
+    from ..protocol.properties import BasicProperties
+
+    p = m.props
+    q = BasicProperties(**p.as_dict())
+    h = dict(q.headers or {})
+    h["x-delivery-count"] = m.delivery_count
+    q.headers = h
+    return q.encode()
+
+
+HANDLERS: dict[int, Any] = {
+    spec.Basic.Ack.INDEX: Channel.on_ack,
+    spec.Basic.Nack.INDEX: Channel.on_nack,
+    spec.Basic.Reject.INDEX: Channel.on_reject,
+    spec.Basic.Qos.INDEX: Channel.on_qos,
+    spec.Basic.Consume.INDEX: Channel.on_consume,
+    spec.Basic.Cancel.INDEX: Channel.on_cancel,
+    spec.Basic.Get.INDEX: Channel.on_get,
+    spec.Basic.Recover.INDEX: Channel.on_recover,
+    spec.Basic.RecoverAsync.INDEX: Channel.on_recover,
+    spec.Confirm.Select.INDEX: Channel.on_confirm_select,
+    spec.Tx.Select.INDEX: Channel.on_tx_select,
+    spec.Tx.Commit.INDEX: Channel.on_tx_commit,
+    spec.Tx.Rollback.INDEX: Channel.on_tx_rollback,
+    spec.Channel.Flow.INDEX: Channel.on_flow,
+    spec.Exchange.Declare.INDEX: Channel.on_exchange_declare,
+    spec.Exchange.Delete.INDEX: Channel.on_exchange_delete,
+    spec.Exchange.Bind.INDEX: Channel.on_exchange_bind,
+    spec.Exchange.Unbind.INDEX: Channel.on_exchange_unbind,
+    spec.Queue.Declare.INDEX: Channel.on_queue_declare,
+    spec.Queue.Bind.INDEX: Channel.on_queue_bind,
+    spec.Queue.Unbind.INDEX: Channel.on_queue_unbind,
+    spec.Queue.Purge.INDEX: Channel.on_queue_purge,
+    spec.Queue.Delete.INDEX: Channel.on_queue_delete,
+    spec.Access.Request.INDEX: Channel.on_access_request,
+}

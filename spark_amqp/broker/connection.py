@@ -1,0 +1,649 @@
+"""The per-connection protocol handler: handshake, frame parsing, dispatch, heartbeats, close.
+
+An :class:`asyncio.Protocol`. Bytes are split into frames here with the layouts of
+:mod:`spark_amqp.protocol.frames` (0-9-1 spec §4.2.3) and methods decoded with
+:data:`spark_amqp.protocol.spec.METHODS`; ``basic.publish`` and its content header are parsed
+in place (exchange, routing key and the *raw* properties - decoded later only if needed), so
+the publish → route → enqueue → deliver path allocates little. Replies and deliveries are
+appended to ``out`` and written once per event-loop tick as one joined ``bytes``.
+
+Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10 behaviour):
+
+- protocol header: anything but ``AMQP 0 0 9 1`` (or ``AMQP 1 1 0 9``) is answered with
+  ``AMQP 0 0 9 1`` and the socket is closed;
+- start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered or bad credentials close the
+  socket, or send 403 ACCESS_REFUSED to clients with the authentication_failure_close
+  capability) / tune / tune-ok (frame-max < 4096 or above ours, channel-max above ours → 530) /
+  open (unknown vhost or no permission → 530 NOT_ALLOWED, as RabbitMQ);
+- errors: channel errors (403/404/405/406, ...) send channel.close and ignore the channel
+  until close-ok; connection errors (501 frame, 502 syntax, 503 command invalid, 504
+  channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
+  close/close-ok, and drop the socket after close-ok or a timeout;
+- heartbeats: the negotiated interval; a heartbeat is sent when nothing was sent for half of
+  it; a peer silent for two intervals is dropped;
+- flow control: when the transport's write buffer passes its high-water mark the connection
+  stops reading from the socket and deliveries to it pause (bounded memory per connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Any
+
+from ..protocol import spec
+from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, FrameError,
+                               InternalError, NotAllowed, UnexpectedFrame, AccessRefused)
+from ..protocol.frames import HEARTBEAT_FRAME, PROTOCOL_HEADER
+from ..protocol.values import decode_shortstr
+from .auth import MECHANISMS, AuthFailure, authenticate
+from .channel import HANDLERS, Channel
+
+__all__ = ["AMQPServerProtocol"]
+
+log = logging.getLogger("spark_amqp.broker")
+
+_FRAME = struct.Struct(">BHI")
+_unpack_frame = _FRAME.unpack_from
+_unpack_u32 = struct.Struct(">I").unpack_from
+_unpack_hdr = struct.Struct(">HHQ").unpack_from
+_pack_frame = _FRAME.pack
+_PUBLISH = spec.Basic.Publish.INDEX
+METHODS = spec.METHODS
+_CONN_CLASS = 10
+_CLOSE_TIMEOUT = 3.0
+
+
+class AMQPServerProtocol(asyncio.Protocol):
+    """One client connection. ``broker`` is the owning :class:`~.server.Broker`."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.loop = broker.loop
+        self.transport = None
+        self.peer = "?"
+        self.state = "header"
+        self.buf = b""
+        self.out: list[bytes] = []
+        self.dirty = False
+        self.writable = True
+        self.reading_paused = False
+        self.blocked_by_memory = False
+        self.channels: dict[int, Channel] = {}
+        self.confirm_channels: set[Channel] = set()
+        self.content: dict[int, list] = {}
+        cfg = broker.config
+        self.frame_max = cfg.frame_max or 131072
+        self.channel_max = cfg.channel_max or 65535
+        self.heartbeat = 0
+        self.user: str | None = None
+        self.vhost = None
+        self.capabilities: dict[str, Any] = {}
+        self.client_properties: dict[str, Any] = {}
+        self.exclusive_queues: list = []
+        self.write_ok: set[str] = set()
+        self.perm = None
+        self.published = False
+        self.last_recv = self.last_send = time.monotonic()
+        self._hb_timer = None
+        self._close_timer = None
+        self.closed = False
+
+    # ================================================================== asyncio callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        transport.set_write_buffer_limits(high=self.broker.config.write_buffer_limit)
+        self.broker.connections.add(self)
+        log.info("accepting AMQP connection from %s", self.peer)
+        # a client must send its protocol header (and then start-ok) promptly
+        self._hb_timer = self.loop.call_later(10.0, self._handshake_timeout)
+
+    def _handshake_timeout(self) -> None:
+        if self.state != "opened" and not self.closed:
+            log.warning("closing connection %s: handshake not finished within 10 s", self.peer)
+            self._abort()
+
+    def connection_lost(self, exc) -> None:
+        if self.state not in ("closed",) and self.user is not None and self.state != "closing":
+            log.warning("client %s (user %r) closed the socket without connection.close", self.peer, self.user)
+        self._cleanup()
+        log.info("closed AMQP connection from %s", self.peer)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+        for ch in self.channels.values():
+            ch.can_deliver = False
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        for ch in self.channels.values():
+            ch.can_deliver = ch.flow_active
+            for c in ch.consumers.values():
+                self.broker.mark_queue(c.queue)
+        if not self.blocked_by_memory:
+            self._resume_reading()
+        self.broker.kick()
+
+    def _pause_reading(self) -> None:
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = True
+            try:
+                self.transport.pause_reading()
+            except Exception:
+                pass
+
+    def _resume_reading(self) -> None:
+        if self.reading_paused and self.transport is not None and not self.closed:
+            self.reading_paused = False
+            try:
+                self.transport.resume_reading()
+            except Exception:
+                pass
+
+    # ================================================================== output
+    def mark_dirty(self) -> None:
+        if not self.dirty:
+            self.dirty = True
+            self.broker.mark_conn(self)
+
+    def send_method(self, channel: int, method) -> None:
+        payload = method.encode()
+        self.out.append(_pack_frame(1, channel, len(payload)) + payload + b"\xce")
+        if not self.dirty:
+            self.mark_dirty()
+
+    def flush(self) -> None:
+        """Write everything buffered (called by the broker once per tick)."""
+        self.dirty = False
+        if self.confirm_channels:
+            chans, self.confirm_channels = self.confirm_channels, set()
+            for ch in chans:
+                ch.flush_confirms()
+        out = self.out
+        if out and self.transport is not None and not self.closed:
+            self.out = []
+            self.transport.write(b"".join(out))
+            self.last_send = time.monotonic()
+        elif out:
+            self.out = []
+
+    # ================================================================== input
+    def data_received(self, data: bytes) -> None:
+        self.last_recv = time.monotonic()
+        if self.closed:
+            return
+        buf = self.buf + data if self.buf else data
+        try:
+            pos = self._parse(buf)
+        except AMQPError as exc:
+            self.buf = b""
+            self.connection_error(exc)
+            self.broker.kick()
+            return
+        except Exception as exc:  # a bug: never take the broker down for one connection
+            log.exception("internal error on connection %s", self.peer)
+            self.buf = b""
+            self.connection_error(InternalError(f"internal error: {type(exc).__name__}: {exc}"))
+            self.broker.kick()
+            return
+        self.buf = buf[pos:] if pos < len(buf) else b""
+        if len(self.buf) > self.frame_max + 4096 and self.state != "header":
+            self.connection_error(FrameError("frame too large"))
+        if self.published and self.broker.blocked and not self.blocked_by_memory:
+            self.block()
+        self.broker.kick()
+
+    def _parse(self, buf: bytes) -> int:
+        n = len(buf)
+        pos = 0
+        if self.state == "header":
+            if n < 8:
+                if buf[:min(n, 4)] != b"AMQP"[:min(n, 4)]:
+                    self._bad_header(buf)
+                    return n
+                return 0
+            self._on_header(buf[:8])
+            pos = 8
+            if self.closed:
+                return n
+        frame_max = self.frame_max if self.state == "opened" else max(4096, self.frame_max)
+        channels = self.channels
+        content = self.content
+        max_size = self.broker.config.max_message_size
+        while n - pos >= 7:
+            ftype, chan, size = _unpack_frame(buf, pos)
+            if size + 8 > frame_max:
+                raise FrameError(f"frame of {size + 8} bytes on channel {chan} exceeds frame-max {frame_max}")
+            end = pos + 7 + size
+            if end >= n:
+                break
+            if buf[end] != 0xCE:
+                raise FrameError(f"frame-end octet is 0x{buf[end]:02x}, expected 0xce")
+            start = pos + 7
+            pos = end + 1
+            if ftype == 1:
+                if size < 4:
+                    raise FrameError(f"method frame of {size} bytes is too short")
+                if chan in content:
+                    raise UnexpectedFrame(f"method frame on channel {chan} while a content message was incomplete")
+                idx = _unpack_u32(buf, start)[0]
+                if idx == _PUBLISH and chan in channels:
+                    # basic.publish: reserved-1 short, exchange shortstr, routing-key shortstr, bits
+                    o = start + 6
+                    if o >= end:
+                        raise FrameError("truncated basic.publish")
+                    o2 = o + 1 + buf[o]
+                    if o2 >= end:
+                        raise FrameError("truncated basic.publish")
+                    o3 = o2 + 1 + buf[o2]
+                    if o3 >= end:
+                        raise FrameError("truncated basic.publish")
+                    try:
+                        exchange = buf[o + 1:o2].decode("utf-8")
+                        rk = buf[o2 + 1:o3].decode("utf-8")
+                    except UnicodeDecodeError:
+                        from ..protocol.errors import AMQPSyntaxError
+                        raise AMQPSyntaxError("invalid UTF-8 in basic.publish", 60, 40) from None
+                    bits = buf[o3]
+                    # fast path: header and (single) body frame already in the buffer
+                    if n - pos >= 22:
+                        t2, c2, s2 = _unpack_frame(buf, pos)
+                        e2 = pos + 7 + s2
+                        if t2 == 2 and c2 == chan and e2 < n and s2 >= 14 and s2 + 8 <= frame_max and buf[e2] == 0xCE:
+                            cls_id, weight, bsize = _unpack_hdr(buf, pos + 7)
+                            if cls_id == 60 and bsize <= max_size:
+                                if bsize == 0:
+                                    body = b""
+                                    npos = e2 + 1
+                                else:
+                                    p3 = e2 + 1
+                                    if n - p3 >= 7:
+                                        t3, c3, s3 = _unpack_frame(buf, p3)
+                                        e3 = p3 + 7 + bsize
+                                        if t3 == 3 and c3 == chan and s3 == bsize and e3 < n and buf[e3] == 0xCE:
+                                            body = buf[p3 + 7:e3]
+                                            npos = e3 + 1
+                                        else:
+                                            npos = 0
+                                    else:
+                                        npos = 0
+                                if npos:
+                                    props_raw = buf[pos + 19:e2]
+                                    pos = npos
+                                    ch = channels[chan]
+                                    if not ch.closing:
+                                        try:
+                                            ch.on_publish(exchange, rk, bits & 1, bits & 2, buf[o:o3], props_raw, body)
+                                        except AMQPError as exc:
+                                            if exc.connection_level:
+                                                raise
+                                            self.channel_error(ch, exc)
+                                    continue
+                    content[chan] = [exchange, rk, bits & 1, bits & 2, buf[o:o3], None, -1, [], 0]
+                    continue
+                cls = METHODS.get(idx)
+                if cls is None:
+                    raise CommandInvalid(f"unknown method: class {idx >> 16}, method {idx & 0xFFFF}",
+                                         idx >> 16, idx & 0xFFFF)
+                method = cls.decode(buf, start + 4, end)
+                if cls.has_content:
+                    if idx != _PUBLISH:
+                        raise CommandInvalid(f"{cls.NAME} may not be sent by a client", cls.CLASS_ID, cls.METHOD_ID)
+                    if chan == 0:
+                        raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
+                    raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
+                self._on_method(chan, method)
+                if self.closed:
+                    return n
+            elif ftype == 3:
+                c = content.get(chan)
+                if c is None or c[6] < 0:
+                    raise UnexpectedFrame(f"content body frame on channel {chan} without a content header")
+                if size:
+                    c[7].append(buf[start:end])
+                    c[8] += size
+                if c[8] >= c[6]:
+                    if c[8] > c[6]:
+                        raise UnexpectedFrame(f"content body on channel {chan} is longer than announced")
+                    del content[chan]
+                    parts = c[7]
+                    self._publish(chan, c, parts[0] if len(parts) == 1 else b"".join(parts))
+            elif ftype == 2:
+                c = content.get(chan)
+                if c is None or c[6] >= 0:
+                    raise UnexpectedFrame(f"content header frame on channel {chan} without basic.publish before it")
+                if size < 14:
+                    raise FrameError(f"content header frame of {size} bytes is too short")
+                class_id, weight, body_size = _unpack_hdr(buf, start)
+                if class_id != 60:
+                    raise UnexpectedFrame(f"content header of class {class_id} after basic.publish")
+                if body_size > self.broker.config.max_message_size:
+                    raise FrameError(f"message body of {body_size} bytes exceeds max_message_size "
+                                     f"{self.broker.config.max_message_size}")
+                c[5] = buf[start + 12:end]
+                if body_size == 0:
+                    del content[chan]
+                    self._publish(chan, c, b"")
+                else:
+                    c[6] = body_size
+            elif ftype == 8:
+                if chan != 0:
+                    raise UnexpectedFrame(f"heartbeat frame on channel {chan}; heartbeats must use channel 0")
+            else:
+                raise FrameError(f"unknown frame type {ftype}")
+        return pos
+
+    def _publish(self, chan: int, c: list, body: bytes) -> None:
+        ch = self.channels.get(chan)
+        if ch is None or ch.closing:
+            return
+        try:
+            ch.on_publish(c[0], c[1], bool(c[2]), bool(c[3]), c[4], c[5], body)
+        except AMQPError as exc:
+            if exc.connection_level:
+                raise
+            self.channel_error(ch, exc)
+
+    # ================================================================== handshake
+    def _bad_header(self, raw: bytes) -> None:
+        log.warning("connection %s sent an unsupported protocol header %r; answered AMQP 0-9-1", self.peer, bytes(raw[:8]))
+        self.transport.write(PROTOCOL_HEADER)
+        self._close_transport()
+
+    def _on_header(self, raw: bytes) -> None:
+        if raw != PROTOCOL_HEADER and raw != b"AMQP\x01\x01\x00\x09":
+            self._bad_header(raw)
+            return
+        self.state = "start-ok"
+        from .. import __version__
+        props = {
+            "product": "spark-amqp embedded broker", "version": __version__,
+            "platform": "Python/asyncio", "copyright": "spark-amqp contributors",
+            "information": "AMQP 0-9-1 embedded broker; https://www.rabbitmq.com/amqp-0-9-1-reference.html semantics",
+            "cluster_name": "spark-amqp@localhost",
+            "capabilities": {
+                "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
+                "consumer_cancel_notify": True, "connection.blocked": True,
+                "consumer_priorities": False, "authentication_failure_close": True,
+                "per_consumer_qos": True, "direct_reply_to": False,
+            },
+        }
+        self.send_method(0, spec.Connection.Start(version_major=0, version_minor=9, server_properties=props,
+                                                  mechanisms=MECHANISMS, locales=b"en_US"))
+
+    def _on_connection_method(self, method) -> None:
+        idx = method.INDEX
+        st = self.state
+        if idx == spec.Connection.Close.INDEX:
+            self.send_method(0, spec.Connection.CloseOk())
+            self.flush()
+            log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
+            self.state = "closed"
+            self._close_transport()
+            return
+        if idx == spec.Connection.CloseOk.INDEX:
+            if st == "closing":
+                self.state = "closed"
+                self._close_transport()
+            return
+        if st == "closing":
+            return
+        if st == "start-ok" and idx == spec.Connection.StartOk.INDEX:
+            self.client_properties = method.client_properties or {}
+            caps = self.client_properties.get("capabilities") or {}
+            self.capabilities = caps if isinstance(caps, dict) else {}
+            mech = method.mechanism
+            if mech.encode() not in MECHANISMS.split():
+                log.warning("connection %s: mechanism %r not offered; closing", self.peer, mech)
+                self._close_transport()
+                return
+            try:
+                self.user = authenticate(self.broker.config, mech, method.response)
+            except AuthFailure as exc:
+                log.warning("connection %s: authentication failed: %s", self.peer, exc)
+                if self.capabilities.get("authentication_failure_close"):
+                    self.connection_error(AccessRefused(str(exc), 10, 11))
+                else:
+                    self._close_transport()
+                return
+            self.state = "tune-ok"
+            cfg = self.broker.config
+            self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
+                                                     heartbeat=cfg.heartbeat))
+            return
+        if st == "tune-ok" and idx == spec.Connection.TuneOk.INDEX:
+            cfg = self.broker.config
+            fm = method.frame_max or cfg.frame_max
+            if fm < 4096:
+                raise NotAllowed(f"negotiated frame_max = {fm} is lower than the minimum allowed value (4096)", 10, 31)
+            if cfg.frame_max and fm > cfg.frame_max:
+                raise NotAllowed(f"negotiated frame_max = {fm} is greater than the maximum allowed value ({cfg.frame_max})", 10, 31)
+            cm = method.channel_max or cfg.channel_max or 65535
+            if cfg.channel_max and cm > cfg.channel_max:
+                raise NotAllowed(f"negotiated channel_max = {cm} is greater than the maximum allowed value ({cfg.channel_max})", 10, 31)
+            self.frame_max = fm
+            self.channel_max = cm
+            self.heartbeat = method.heartbeat
+            self.state = "open"
+            return
+        if st == "open" and idx == spec.Connection.Open.INDEX:
+            vname = method.virtual_host
+            v = self.broker.vhosts.get(vname)
+            if v is None:
+                raise NotAllowed(f"vhost {vname} not found", 10, 40)
+            perm = self.broker.config.permission(self.user, vname)
+            if perm is None:
+                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
+            self.vhost = v
+            self.perm = perm
+            self.state = "opened"
+            self.send_method(0, spec.Connection.OpenOk())
+            if self._hb_timer is not None:
+                self._hb_timer.cancel()
+                self._hb_timer = None
+            if self.heartbeat:
+                self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
+            log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
+            if self.broker.blocked:
+                self.block()
+            return
+        if idx == spec.Connection.UpdateSecret.INDEX and st == "opened":
+            try:
+                authenticate(self.broker.config, "PLAIN", b"\x00" + self.user.encode() + b"\x00" + method.new_secret)
+            except AuthFailure as exc:
+                raise AccessRefused(str(exc), 10, 70) from None
+            self.send_method(0, spec.Connection.UpdateSecretOk())
+            return
+        if idx == spec.Connection.Blocked.INDEX or idx == spec.Connection.Unblocked.INDEX:
+            return  # clients may send these (RabbitMQ ignores them)
+        raise CommandInvalid(f"expected {_EXPECT.get(st, 'a connection method')}, got {method.NAME}",
+                             method.CLASS_ID, method.METHOD_ID)
+
+    # ================================================================== dispatch
+    def _on_method(self, chan: int, method) -> None:
+        cid = method.CLASS_ID
+        if chan == 0:
+            if cid != _CONN_CLASS:
+                raise ChannelErrorCode(f"{method.NAME} on channel 0", cid, method.METHOD_ID)
+            self._on_connection_method(method)
+            return
+        if self.state == "closing":
+            return
+        if self.state != "opened":
+            raise CommandInvalid(f"{method.NAME} before the connection was opened", cid, method.METHOD_ID)
+        if cid == _CONN_CLASS:
+            raise CommandInvalid(f"{method.NAME} on channel {chan}; connection methods use channel 0",
+                                 cid, method.METHOD_ID)
+        ch = self.channels.get(chan)
+        idx = method.INDEX
+        if ch is None:
+            if idx == spec.Channel.Open.INDEX:
+                if chan > self.channel_max:
+                    raise ChannelErrorCode(f"channel {chan} is above channel_max {self.channel_max}", 20, 10)
+                ch = Channel(self, chan)
+                self.channels[chan] = ch
+                self.send_method(chan, spec.Channel.OpenOk())
+                return
+            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}, got {method.NAME}", cid, method.METHOD_ID)
+        if ch.closing:
+            if idx == spec.Channel.CloseOk.INDEX:
+                del self.channels[chan]
+            elif idx == spec.Channel.Close.INDEX:
+                self.send_method(chan, spec.Channel.CloseOk())
+                del self.channels[chan]
+            return
+        if idx == spec.Channel.Close.INDEX:
+            ch.closing = True
+            ch.shutdown()
+            del self.channels[chan]
+            self.send_method(chan, spec.Channel.CloseOk())
+            return
+        if idx == spec.Channel.Open.INDEX:
+            raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", 20, 10)
+        if idx == spec.Channel.CloseOk.INDEX:
+            return
+        h = HANDLERS.get(idx)
+        if h is None:
+            raise CommandInvalid(f"{method.NAME} may not be sent by a client", cid, method.METHOD_ID)
+        try:
+            h(ch, method)
+        except AMQPError as exc:
+            if exc.connection_level:
+                raise
+            self.channel_error(ch, exc)
+
+    # ================================================================== errors / close
+    def check_perm(self, kind: str, what: str, name: str, cid: int, mid: int) -> None:
+        """RabbitMQ-style permission check; raises 403 ACCESS_REFUSED."""
+        perm = self.perm
+        if perm is None or perm.configure == perm.write == perm.read == ".*":
+            return
+        if not perm.allows(kind, name):
+            raise AccessRefused(f"access to {what} '{name}' in vhost '{self.vhost.name}' refused for user '{self.user}'",
+                                cid, mid)
+
+    def channel_error(self, ch: Channel, exc: AMQPError) -> None:
+        """Close channel ``ch`` with ``exc``'s code (a soft error)."""
+        log.info("channel %d on %s: %s", ch.number, self.peer, exc)
+        ch.shutdown()
+        ch.closing = True
+        self.confirm_channels.discard(ch)
+        self.send_method(ch.number, spec.Channel.Close(reply_code=exc.reply_code, reply_text=_text(exc),
+                                                       class_id=exc.class_id, method_id=exc.method_id))
+
+    def connection_error(self, exc: AMQPError) -> None:
+        """Send connection.close with ``exc``'s code; wait for close-ok (or a timeout)."""
+        if self.closed or self.state in ("closing", "closed"):
+            return
+        log.warning("closing connection %s: %s", self.peer, exc)
+        if self.state in ("header",):
+            self._close_transport()
+            return
+        self._teardown_channels()
+        self.state = "closing"
+        self.content.clear()
+        self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
+                                                  class_id=exc.class_id, method_id=exc.method_id))
+        self.flush()
+        self._close_timer = self.loop.call_later(_CLOSE_TIMEOUT, self._abort)
+
+    def close_by_server(self, code: int = 320, text: str = "CONNECTION_FORCED - broker shutdown") -> None:
+        """Close the connection from the broker side (shutdown): 320 CONNECTION_FORCED."""
+        from ..protocol.errors import ConnectionForced
+        if self.state == "opened":
+            self.connection_error(ConnectionForced(text))
+        else:
+            self._abort()
+
+    def block(self) -> None:
+        """Memory alarm: stop reading from this publishing connection; tell capable clients."""
+        if self.blocked_by_memory:
+            return
+        self.blocked_by_memory = True
+        if self.capabilities.get("connection.blocked") and self.state == "opened":
+            self.send_method(0, spec.Connection.Blocked(reason="low on memory"))
+            self.flush()
+        self._pause_reading()
+
+    def unblock(self) -> None:
+        if not self.blocked_by_memory:
+            return
+        self.blocked_by_memory = False
+        if self.capabilities.get("connection.blocked") and self.state == "opened":
+            self.send_method(0, spec.Connection.Unblocked())
+        if self.writable:
+            self._resume_reading()
+
+    def _heartbeat_tick(self) -> None:
+        self._hb_timer = None
+        if self.closed:
+            return
+        now = time.monotonic()
+        hb = self.heartbeat
+        if self.reading_paused:
+            # we stopped reading (flow control / memory alarm): the peer is not to blame
+            self.last_recv = now
+        if now - self.last_recv > 2 * hb:
+            log.warning("missed heartbeats from client %s, timeout: %ds", self.peer, hb)
+            self._abort()
+            return
+        if now - self.last_send >= hb / 2.0 and self.transport is not None:
+            self.transport.write(HEARTBEAT_FRAME)
+            self.last_send = now
+        self._hb_timer = self.loop.call_later(hb / 2.0, self._heartbeat_tick)
+
+    def _teardown_channels(self) -> None:
+        for ch in list(self.channels.values()):
+            if not ch.closing:
+                ch.closing = True
+                ch.shutdown()
+        self.confirm_channels.clear()
+
+    def _close_transport(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+            self._cleanup()
+
+    def _abort(self) -> None:
+        if self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        self.closed = True
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+            self._hb_timer = None
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self._close_timer = None
+        if self not in self.broker.connections:
+            return
+        self.broker.connections.discard(self)
+        self._teardown_channels()
+        self.channels.clear()
+        for q in list(self.exclusive_queues):
+            q.vhost.delete_queue(q)
+        self.exclusive_queues = []
+        self.broker.kick()
+
+
+_EXPECT = {"start-ok": "connection.start-ok", "tune-ok": "connection.tune-ok", "open": "connection.open"}
+
+
+def _text(exc: AMQPError) -> str:
+    """RabbitMQ-style reply text: ``NAME - detail`` (at most 255 bytes)."""
+    t = exc.reply_text
+    if not t.startswith(exc.name):
+        t = f"{exc.name} - {t}"
+    b = t.encode("utf-8")
+    if len(b) > 255:
+        t = b[:252].decode("utf-8", "ignore") + "..."
+    return t

@@ -1,0 +1,124 @@
+"""EmbeddedBroker: the broker on a background thread, for tests, notebooks and local runs.
+
+``with EmbeddedBroker() as b:`` starts it on an ephemeral port (``port=0``) with its own
+asyncio loop in a daemon thread; ``b.url`` is the AMQP URI to connect to
+(``amqp://guest:guest@127.0.0.1:<port>/%2F``). ``data_dir=None`` keeps everything in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from urllib.parse import quote
+
+from .config import BrokerConfig, load_config
+from .server import Broker, BrokerError
+
+__all__ = ["EmbeddedBroker"]
+
+
+class EmbeddedBroker:
+    """An in-process AMQP 0-9-1 broker.
+
+    Args:
+        host: interface to listen on ("127.0.0.1"; "localhost" = IPv4 and IPv6 loopback).
+        port: TCP port; 0 (default) picks a free one.
+        data_dir: directory for durable state; None = in memory.
+        config: a :class:`BrokerConfig`, a path to a TOML config file, or None (defaults).
+
+    Attributes: ``port`` (int, after start), ``url`` (str), ``broker`` (the core object; only
+    touch it from the broker thread).
+
+    Raises :class:`~.server.PortInUseError` / :class:`~.server.BrokerError` from :meth:`start`.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, data_dir: str | Path | None = None,
+                 config: BrokerConfig | str | Path | None = None):
+        self.host = host
+        self.port = port
+        self.data_dir = str(data_dir) if data_dir is not None else None
+        if config is None or isinstance(config, BrokerConfig):
+            self.config = config or BrokerConfig()
+        else:
+            self.config = load_config(config)
+        self.broker: Broker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``amqp://user:password@host:port/%2F`` for the first configured user."""
+        if self.broker is None:
+            raise BrokerError("the embedded broker is not running; call start() first")
+        u = next(iter(self.config.users.values()))
+        host = "127.0.0.1" if self.host in ("localhost", "0.0.0.0", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        vhost = self.config.vhosts[0] if self.config.vhosts else "/"
+        return f"amqp://{quote(u.name, safe='')}:{quote(u.password, safe='')}@{host}:{self.port}/{quote(vhost, safe='')}"
+
+    def start(self) -> "EmbeddedBroker":
+        """Start the loop thread and listen; returns self once connections are accepted."""
+        if self._thread is not None:
+            return self
+        ready = threading.Event()
+        error: list[BaseException] = []
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+
+            async def boot() -> None:
+                self.broker = Broker(self.config, self.data_dir, loop)
+                self.port = await self.broker.listen(self.host, self.port)
+
+            try:
+                loop.run_until_complete(boot())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                error.append(exc)
+                if self.broker is not None:
+                    self.broker.store.close()
+                    self.broker = None
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="spark-amqp-broker", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if error:
+            self._thread = None
+            raise error[0]
+        return self
+
+    def stop(self) -> None:
+        """Close connections (320 CONNECTION_FORCED), flush the store, stop the thread."""
+        if self._thread is None or self._loop is None:
+            return
+        loop = self._loop
+        if self.broker is not None:
+            fut = asyncio.run_coroutine_threadsafe(self.broker.close(), loop)
+            try:
+                fut.result(timeout=30)
+            except Exception:  # pragma: no cover
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(timeout=30)
+        self._thread = None
+        self._loop = None
+        self.broker = None
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"port {self.port}" if self.broker is not None else "stopped"
+        return f"<EmbeddedBroker {self.host} {state} data_dir={self.data_dir!r}>"

@@ -1,0 +1,480 @@
+"""Queues: ready messages, consumers, prefetch, TTL, max-length, dead-lettering, priorities.
+
+Semantics follow RabbitMQ 3.10 classic and quorum queues (RabbitMQ docs "Queues", "TTL",
+"Dead Letter Exchanges", "Queue Length Limit", "Priority Queue Support", "Quorum Queues",
+"Consumer Prefetch", "Single Active Consumer"):
+
+- ready messages are kept in enqueue order (``Message.seq``); requeued messages (reject/nack
+  with requeue, recover, a closed channel) go back to their *original position*, i.e. at the
+  head, in their original order, with ``redelivered=true``;
+- consumers are served round-robin; a consumer takes a message when its own prefetch
+  (``basic.qos global=false``) and its channel's (``global=true``) allow it; no-ack consumers
+  are not limited; deliveries also pause while the consumer's connection is not writable
+  (asyncio flow control), so memory stays bounded;
+- ``x-message-ttl`` / per-message ``expiration``: messages expire when they reach the head
+  (as RabbitMQ), a timer expires the head without consumers; ``x-expires`` deletes an unused
+  queue;
+- ``x-max-length`` / ``x-max-length-bytes`` count ready messages; ``x-overflow`` ``drop-head``
+  (default; dead-letters with reason ``maxlen``), ``reject-publish`` (nack to confirming
+  publishers) or ``reject-publish-dlx``;
+- ``x-max-priority``: one FIFO per priority level, highest first;
+- ``x-queue-type=quorum``: ``x-delivery-limit`` and the ``x-delivery-count`` header on
+  redelivery; messages over the limit are dead-lettered with reason ``delivery_limit``;
+- ``x-single-active-consumer``: only the first consumer receives, the next takes over when
+  it goes away.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Iterable
+
+from .message import Message
+
+__all__ = ["Queue", "Consumer", "PriorityReady"]
+
+
+class Consumer:
+    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries."""
+
+    __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
+                 "tag_enc")
+
+    def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
+                 prefetch: int, arguments: dict | None):
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.unacked = 0
+        self.arguments = arguments or {}
+        self.tag_enc = b""
+
+
+class PriorityReady:
+    """Ready messages of a priority queue: one deque per level, highest level first.
+
+    Offers the deque operations :class:`Queue` uses (``popleft``, ``append``, ``len``,
+    ``[0]``, iteration in delivery order, ``clear``).
+    """
+
+    __slots__ = ("levels", "n")
+
+    def __init__(self, max_priority: int):
+        self.levels = [deque() for _ in range(max_priority + 1)]
+        self.n = 0
+
+    def _level(self, m: Message) -> deque:
+        p = m.priority
+        top = len(self.levels) - 1
+        return self.levels[p if p <= top else top]
+
+    def append(self, m: Message) -> None:
+        self._level(m).append(m)
+        self.n += 1
+
+    def popleft(self) -> Message:
+        for d in reversed(self.levels):
+            if d:
+                self.n -= 1
+                return d.popleft()
+        raise IndexError("pop from an empty queue")
+
+    def __getitem__(self, i: int) -> Message:
+        if i != 0:
+            raise IndexError(i)
+        for d in reversed(self.levels):
+            if d:
+                return d[0]
+        raise IndexError("empty")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def __iter__(self):
+        for d in reversed(self.levels):
+            yield from d
+
+    def clear(self) -> None:
+        for d in self.levels:
+            d.clear()
+        self.n = 0
+
+    def requeue(self, msgs: list[Message]) -> None:
+        by_level: dict[int, list[Message]] = {}
+        for m in msgs:
+            by_level.setdefault(id(self._level(m)), []).append(m)
+        for d in self.levels:
+            ms = by_level.get(id(d))
+            if ms:
+                _merge_head(d, ms)
+        self.n += len(msgs)
+
+
+def _merge_head(d: deque, msgs: list[Message]) -> None:
+    """Put ``msgs`` (sorted by seq) back into the seq-sorted deque ``d`` at their positions."""
+    last = msgs[-1].seq
+    head = []
+    while d and d[0].seq < last:
+        head.append(d.popleft())
+    if head:
+        msgs = sorted(head + msgs, key=lambda m: m.seq)
+    d.extendleft(reversed(msgs))
+
+
+def _arg_int(args: dict, name: str) -> int | None:
+    v = args.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        from ..protocol.errors import PreconditionFailed
+        raise PreconditionFailed(f"invalid arg '{name}' for queue: {v!r} is not an integer", 50, 10)
+    return v
+
+
+def _arg_str(args: dict, name: str) -> str | None:
+    v = args.get(name)
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    return v
+
+
+class Queue:
+    """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``.
+
+    ``broker`` gives access to memory accounting, the store, dirty-marking and timers.
+    """
+
+    def __init__(self, broker, vhost, name: str, durable: bool = False, exclusive_owner=None,
+                 auto_delete: bool = False, arguments: dict | None = None):
+        from ..protocol.errors import PreconditionFailed
+
+        self.broker = broker
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = args = arguments or {}
+        self.ttl_ms = _arg_int(args, "x-message-ttl")
+        self.expires_ms = _arg_int(args, "x-expires")
+        self.max_length = _arg_int(args, "x-max-length")
+        self.max_length_bytes = _arg_int(args, "x-max-length-bytes")
+        self.overflow = _arg_str(args, "x-overflow") or "drop-head"
+        if self.overflow not in ("drop-head", "reject-publish", "reject-publish-dlx"):
+            raise PreconditionFailed(f"invalid arg 'x-overflow' for queue '{name}' in vhost '{vhost.name}': "
+                                     f"'{self.overflow}' is not one of drop-head, reject-publish, reject-publish-dlx", 50, 10)
+        if self.ttl_ms is not None and self.ttl_ms < 0:
+            raise PreconditionFailed(f"invalid arg 'x-message-ttl' for queue '{name}' in vhost '{vhost.name}': must be >= 0", 50, 10)
+        if self.expires_ms is not None and self.expires_ms <= 0:
+            raise PreconditionFailed(f"invalid arg 'x-expires' for queue '{name}' in vhost '{vhost.name}': must be > 0", 50, 10)
+        for a in ("x-max-length", "x-max-length-bytes", "x-delivery-limit"):
+            v = args.get(a)
+            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+                raise PreconditionFailed(f"invalid arg '{a}' for queue '{name}' in vhost '{vhost.name}': "
+                                         f"{{value_negative,{v}}}", 50, 10)
+        self.dlx = _arg_str(args, "x-dead-letter-exchange")
+        self.dlrk = _arg_str(args, "x-dead-letter-routing-key")
+        if self.dlrk is not None and self.dlx is None:
+            raise PreconditionFailed(f"invalid arg 'x-dead-letter-routing-key' for queue '{name}' in vhost "
+                                     f"'{vhost.name}': routing_key_but_no_dlx_defined", 50, 10)
+        self.queue_type = _arg_str(args, "x-queue-type") or "classic"
+        self.quorum = self.queue_type == "quorum"
+        if "x-delivery-limit" in args and not self.quorum:
+            raise PreconditionFailed(f"invalid arg 'x-delivery-limit' for queue '{name}' in vhost '{vhost.name}': "
+                                     f"only quorum queues support it", 50, 10)
+        self.delivery_limit = _arg_int(args, "x-delivery-limit") if self.quorum else None
+        sac = args.get("x-single-active-consumer")
+        if sac is not None and not isinstance(sac, bool):
+            raise PreconditionFailed(f"invalid arg 'x-single-active-consumer' for queue '{name}' in vhost "
+                                     f"'{vhost.name}': {{unacceptable_type,{type(sac).__name__}}}", 50, 10)
+        self.single_active = bool(sac) if sac is not None else False
+        mp = _arg_int(args, "x-max-priority")
+        if mp is not None and (mp < 0 or mp > 255):
+            raise PreconditionFailed(f"invalid arg 'x-max-priority' for queue '{name}' in vhost '{vhost.name}': "
+                                     f"{mp} is not in 0..255", 50, 10)
+        self.max_priority = mp if not self.quorum else None
+        self.ready: Any = PriorityReady(mp) if self.max_priority else deque()
+        self.ready_bytes = 0
+        self.unacked_count = 0
+        self.consumers: list[Consumer] = []
+        self.rr = 0
+        self.next_seq = 1
+        self.had_consumers = False
+        self.deleted = False
+        self.last_used = time.monotonic()
+        self._ttl_timer = None
+        self._expires_timer = None
+        self.has_ttl = self.ttl_ms is not None
+        # no queue TTL, length limits or priorities: Broker.enqueue may append directly
+        self.plain = (self.ttl_ms is None and self.max_length is None and self.max_length_bytes is None
+                      and not self.max_priority)
+        if self.expires_ms is not None:
+            self._arm_expires()
+
+    # ------------------------------------------------------------------ counts
+    @property
+    def message_count(self) -> int:
+        return len(self.ready)
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self.consumers)
+
+    def exclusive_consumer(self) -> Consumer | None:
+        for c in self.consumers:
+            if c.exclusive:
+                return c
+        return None
+
+    # ------------------------------------------------------------------ enqueue
+    def is_full(self, size: int) -> bool:
+        """True when a reject-publish queue must refuse one more message of ``size`` bytes."""
+        ml = self.max_length
+        if ml is not None and len(self.ready) >= ml:
+            return True
+        mb = self.max_length_bytes
+        if mb is not None and self.ready_bytes + size > mb:
+            return True
+        return False
+
+    def enqueue(self, msg: Message) -> None:
+        """Append ``msg`` (already owned by this queue) and apply TTL and length limits.
+
+        The caller persists it when needed and marks the queue dirty for dispatch.
+        """
+        msg.seq = self.next_seq
+        self.next_seq += 1
+        ttl = msg.ttl_ms
+        qttl = self.ttl_ms
+        if qttl is not None and (ttl is None or qttl < ttl):
+            ttl = qttl
+        if ttl is not None:
+            msg.expires_at = time.monotonic() + ttl / 1000.0
+            if self._ttl_timer is None:
+                self._arm_ttl(msg.expires_at)
+        self.ready.append(msg)
+        self.ready_bytes += len(msg.body)
+        if self.max_length is not None or self.max_length_bytes is not None:
+            self._enforce_limits()
+
+    def _enforce_limits(self) -> None:
+        ml, mb = self.max_length, self.max_length_bytes
+        ready = self.ready
+        dropped = []
+        while ready and ((ml is not None and len(ready) > ml) or (mb is not None and self.ready_bytes > mb)):
+            m = ready.popleft()
+            self.ready_bytes -= len(m.body)
+            dropped.append(m)
+        for m in dropped:
+            self.discard(m, "maxlen")
+
+    # ------------------------------------------------------------------ removal
+    def settle(self, msg: Message) -> None:
+        """A delivered message was acked (or dropped): forget it for good."""
+        self.unacked_count -= 1
+        self._forget(msg)
+
+    def _forget(self, msg: Message) -> None:
+        b = self.broker
+        b.mem_used -= len(msg.body)
+        if msg.store_id is not None:
+            b.store.delete_message(msg.store_id)
+            msg.store_id = None
+
+    def discard(self, msg: Message, reason: str | None) -> None:
+        """Drop a message that is no longer ready nor unacked; dead-letter it when configured
+        (``reason`` = "rejected", "expired", "maxlen", "delivery_limit")."""
+        if reason is not None and self.dlx is not None and not self.deleted:
+            self.vhost.dead_letter(self, msg, reason)
+        self._forget(msg)
+
+    def reject(self, msg: Message, requeue: bool) -> None:
+        """basic.reject/nack of a delivered message: back to the head or dead-lettered."""
+        self.unacked_count -= 1
+        if requeue and not self.deleted:
+            self.requeue([msg])
+        else:
+            self.discard(msg, "rejected")
+
+    def requeue(self, msgs: list[Message]) -> None:
+        """Return delivered (now unacked-count-adjusted) messages to their original positions
+        with redelivered=true. Quorum queues count the delivery and dead-letter over the limit."""
+        keep = []
+        limit = self.delivery_limit
+        for m in msgs:
+            m.redelivered = True
+            if self.quorum:
+                m.delivery_count += 1
+                if limit is not None and m.delivery_count > limit:
+                    self.discard(m, "delivery_limit")
+                    continue
+            keep.append(m)
+        if not keep:
+            return
+        keep.sort(key=lambda m: m.seq)
+        if isinstance(self.ready, PriorityReady):
+            self.ready.requeue(keep)
+        else:
+            _merge_head(self.ready, keep)
+        for m in keep:
+            self.ready_bytes += len(m.body)
+        self.broker.mark_queue(self)
+
+    def purge(self) -> int:
+        """Drop every ready message (unacked ones stay); returns how many (queue.purge-ok)."""
+        n = len(self.ready)
+        b = self.broker
+        store = b.store
+        for m in self.ready:
+            b.mem_used -= len(m.body)
+            if m.store_id is not None:
+                store.delete_message(m.store_id)
+                m.store_id = None
+        self.ready.clear()
+        self.ready_bytes = 0
+        return n
+
+    # ------------------------------------------------------------------ TTL / expiry
+    def _arm_ttl(self, at: float) -> None:
+        loop = self.broker.loop
+        delay = max(0.0, at - time.monotonic()) + 0.002
+        self._ttl_timer = loop.call_later(delay, self._ttl_fire)
+
+    def _ttl_fire(self) -> None:
+        self._ttl_timer = None
+        if self.deleted:
+            return
+        self.expire_head()
+        # arm for the next message with a deadline at the head
+        ready = self.ready
+        if ready:
+            head = ready[0]
+            if head.expires_at is not None:
+                self._arm_ttl(head.expires_at)
+        self.broker.kick()
+
+    def expire_head(self) -> None:
+        """Drop (dead-letter "expired") expired messages at the head (RabbitMQ expires at the head)."""
+        ready = self.ready
+        now = time.monotonic()
+        while ready:
+            m = ready[0]
+            ea = m.expires_at
+            if ea is None or ea > now:
+                break
+            ready.popleft()
+            self.ready_bytes -= len(m.body)
+            self.discard(m, "expired")
+
+    def touch(self) -> None:
+        """Mark the queue used (x-expires counts from the last use)."""
+        self.last_used = time.monotonic()
+
+    def _arm_expires(self) -> None:
+        if self._expires_timer is not None:
+            self._expires_timer.cancel()
+        loop = self.broker.loop
+        self._expires_timer = loop.call_later(self.expires_ms / 1000.0 + 0.002, self._expires_fire)
+
+    def _expires_fire(self) -> None:
+        self._expires_timer = None
+        if self.deleted:
+            return
+        idle = time.monotonic() - self.last_used
+        if not self.consumers and idle * 1000.0 >= self.expires_ms:
+            self.vhost.delete_queue(self, reason="expired")
+            self.broker.kick()
+            return
+        remaining = max(0.0, self.expires_ms / 1000.0 - idle)
+        self._expires_timer = self.broker.loop.call_later(remaining + 0.002, self._expires_fire)
+
+    def cancel_timers(self) -> None:
+        for t in (self._ttl_timer, self._expires_timer):
+            if t is not None:
+                t.cancel()
+        self._ttl_timer = self._expires_timer = None
+
+    # ------------------------------------------------------------------ consumers
+    def add_consumer(self, c: Consumer) -> None:
+        self.consumers.append(c)
+        self.had_consumers = True
+        self.touch()
+        self.broker.mark_queue(self)
+
+    def remove_consumer(self, c: Consumer) -> None:
+        try:
+            self.consumers.remove(c)
+        except ValueError:
+            return
+        self.touch()
+        if self.expires_ms is not None and not self.consumers:
+            self._arm_expires()
+        if not self.consumers and self.auto_delete and self.had_consumers and not self.deleted:
+            self.vhost.delete_queue(self, reason="auto_delete")
+        else:
+            self.broker.mark_queue(self)
+
+    def get(self) -> Message | None:
+        """basic.get: pop the head (expired messages dropped first) or None."""
+        self.touch()
+        ready = self.ready
+        if self.has_ttl or ready and ready[0].expires_at is not None:
+            self.expire_head()
+        if not ready:
+            return None
+        m = ready.popleft()
+        self.ready_bytes -= len(m.body)
+        return m
+
+    def dispatch(self) -> None:
+        """Deliver ready messages to consumers that can take them (round-robin)."""
+        ready = self.ready
+        consumers = self.consumers
+        if not ready or not consumers:
+            return
+        if self.single_active:
+            consumers = consumers[:1]
+        n = len(consumers)
+        i = self.rr
+        idle = 0
+        now = None
+        while ready and idle < n:
+            if i >= n:
+                i = 0
+            c = consumers[i]
+            i += 1
+            ch = c.channel
+            if not ch.can_deliver:
+                idle += 1
+                continue
+            if not c.no_ack:
+                p = c.prefetch
+                if p and c.unacked >= p:
+                    idle += 1
+                    continue
+                gp = ch.prefetch_global
+                if gp and ch.unacked_count >= gp:
+                    idle += 1
+                    continue
+            m = ready.popleft()
+            self.ready_bytes -= len(m.body)
+            ea = m.expires_at
+            if ea is not None:
+                if now is None:
+                    # a 5 ms grace: a message that can go to a consumer in the tick it arrived
+                    # in is delivered even with x-message-ttl=0 (RabbitMQ delivers "immediately")
+                    now = time.monotonic() - 0.005
+                if ea <= now:
+                    self.discard(m, "expired")
+                    i -= 1
+                    continue
+            idle = 0
+            ch.deliver(c, m, self)
+        self.rr = i

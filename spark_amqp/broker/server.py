@@ -1,0 +1,346 @@
+"""The broker core (vhosts, store, scheduling) and the asyncio server that runs it.
+
+:class:`Broker` owns the vhosts, the durable store and the per-tick work: every read marks
+queues and connections dirty, and one ``tick`` callback per event-loop iteration dispatches
+dirty queues to consumers, hands the store its batch (group commit, see :mod:`.store`), sends
+publisher confirms and writes each dirty connection's output in one ``transport.write``.
+
+:func:`serve` is the blocking entry point of ``spark-amqp broker``: it logs connections and
+errors, stops cleanly on SIGINT/SIGTERM (connections get connection.close 320
+CONNECTION_FORCED, the store is flushed), and raises :class:`PortInUseError` with a one-line
+message when the port is taken. ``host="localhost"`` listens on 127.0.0.1 and ::1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import socket
+import time
+from typing import Callable
+
+from .config import BrokerConfig, load_config
+from .connection import AMQPServerProtocol
+from .exchange import Exchange
+from .message import Message, route_enc
+from .store import MemoryStore, SqliteStore
+from .vhost import VHost
+
+__all__ = ["Broker", "serve", "PortInUseError", "BrokerError"]
+
+log = logging.getLogger("spark_amqp.broker")
+
+
+class BrokerError(RuntimeError):
+    """The broker could not start (message says why and what to do)."""
+
+
+class PortInUseError(BrokerError, OSError):
+    """The TCP port is already taken by another process."""
+
+
+class Broker:
+    """Broker state living on one asyncio loop (see the module docstring).
+
+    Args:
+        config: a :class:`BrokerConfig` (defaults: guest/guest on vhost "/").
+        data_dir: directory of the durable store; ``None`` keeps everything in memory
+            (``config.data_dir`` is used when this is None).
+        loop: the event loop the broker runs on.
+    """
+
+    def __init__(self, config: BrokerConfig | None = None, data_dir: str | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None):
+        self.config = config or BrokerConfig()
+        self.loop = loop or asyncio.get_event_loop()
+        self.data_dir = data_dir or self.config.data_dir
+        self.vhosts: dict[str, VHost] = {v: VHost(self, v) for v in self.config.vhosts}
+        self.connections: set[AMQPServerProtocol] = set()
+        self.mem_used = 0
+        self.blocked = False
+        self._dirty_queues: dict[int, object] = {}
+        self._dirty_conns: list[AMQPServerProtocol] = []
+        self._scheduled = False
+        self.store_waiters: set = set()
+        self._commit_waiters: list[tuple[int, Callable]] = []
+        self.servers: list[asyncio.base_events.Server] = []
+        if self.data_dir:
+            self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
+            self._recover()
+        else:
+            self.store = MemoryStore()
+
+    # ------------------------------------------------------------------ scheduling
+    def kick(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._tick)
+
+    def mark_queue(self, q) -> None:
+        self._dirty_queues[id(q)] = q
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._tick)
+
+    def mark_conn(self, conn) -> None:
+        self._dirty_conns.append(conn)
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self._scheduled = False
+        for _ in range(4):
+            if not self._dirty_queues:
+                break
+            qs = self._dirty_queues
+            self._dirty_queues = {}
+            for q in qs.values():
+                if not q.deleted:
+                    try:
+                        q.dispatch()
+                    except Exception:  # pragma: no cover - a bug; keep serving others
+                        log.exception("error dispatching queue %r", q.name)
+        if self._dirty_queues and not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._tick)
+        self.store.flush()
+        self._check_memory()
+        conns = self._dirty_conns
+        if conns:
+            self._dirty_conns = []
+            for c in conns:
+                try:
+                    c.flush()
+                except Exception:  # pragma: no cover
+                    log.exception("error writing to %s", c.peer)
+
+    def _on_commit_thread(self, ticket: int) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._on_commit, ticket)
+        except RuntimeError:
+            pass  # loop closed during shutdown
+
+    def _on_commit(self, ticket: int) -> None:
+        for ch in list(self.store_waiters):
+            ch.conn.confirm_channels.add(ch)
+            ch.conn.mark_dirty()
+        if self._commit_waiters:
+            keep = []
+            for t, fn in self._commit_waiters:
+                if t <= ticket:
+                    fn()
+                else:
+                    keep.append((t, fn))
+            self._commit_waiters = keep
+        self.kick()
+
+    def after_commit(self, ticket: int, fn: Callable[[], object]) -> None:
+        """Run ``fn`` on the loop once store batch ``ticket`` is durable."""
+        self._commit_waiters.append((ticket, fn))
+
+    # ------------------------------------------------------------------ messages
+    def enqueue(self, queues: list, msg: Message) -> tuple[int, bool]:
+        """Put ``msg`` (a copy per extra queue) into ``queues``. Returns (store ticket the
+        publisher confirm must wait for, 0 if none; whether a reject-publish queue refused it)."""
+        ticket = 0
+        rejected = False
+        first = True
+        size = len(msg.body)
+        store = self.store
+        if len(queues) == 1:
+            q = queues[0]
+            if q.plain:
+                # hot path: no TTL, length limit or priority on the queue
+                msg.seq = q.next_seq
+                q.next_seq += 1
+                q.ready.append(msg)
+                q.ready_bytes += size
+                self.mem_used += size
+                if msg.persistent and q.durable and store.durable and q.exclusive_owner is None:
+                    ticket = store.add_message(q.vhost.name, q.name, msg)
+                if msg.ttl_ms is not None:
+                    msg.seq = q.next_seq - 1
+                    q.ready.pop()
+                    q.ready_bytes -= size
+                    q.next_seq -= 1
+                    q.enqueue(msg)
+                self._dirty_queues[id(q)] = q
+                if not self._scheduled:
+                    self._scheduled = True
+                    self.loop.call_soon(self._tick)
+                return ticket, False
+        for q in queues:
+            if q.overflow != "drop-head" and (q.max_length is not None or q.max_length_bytes is not None):
+                if q.is_full(size):
+                    rejected = True
+                    if q.overflow == "reject-publish-dlx" and q.dlx is not None:
+                        q.vhost.dead_letter(q, msg, "maxlen")
+                    continue
+            m = msg if first else msg.copy()
+            first = False
+            self.mem_used += size
+            if m.persistent and q.durable and store.durable and q.exclusive_owner is None:
+                ticket = store.add_message(q.vhost.name, q.name, m)
+            q.enqueue(m)
+            self._dirty_queues[id(q)] = q
+        if not self._scheduled:
+            self._scheduled = True
+            self.loop.call_soon(self._tick)
+        return ticket, rejected
+
+    def _check_memory(self) -> None:
+        wm = self.config.memory_high_watermark
+        if not wm:
+            return
+        if not self.blocked and self.mem_used > wm:
+            self.blocked = True
+            log.warning("memory alarm: %d bytes of messages held, above the high watermark of %d; "
+                        "blocking publishers", self.mem_used, wm)
+            for c in list(self.connections):
+                if c.published:
+                    c.block()
+        elif self.blocked and self.mem_used <= wm * 0.9:
+            self.blocked = False
+            log.warning("memory alarm cleared: %d bytes held", self.mem_used)
+            for c in list(self.connections):
+                c.unblock()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        data = self.store.load()
+        for row in data["exchanges"]:
+            v = self.vhosts.get(row["vhost"])
+            if v is None or row["name"] in v.exchanges:
+                continue
+            v.exchanges[row["name"]] = Exchange(v, row["name"], row["type"], True, row["auto_delete"],
+                                                row["internal"], row["arguments"])
+        from .queue import Queue
+        for row in data["queues"]:
+            v = self.vhosts.get(row["vhost"])
+            if v is None:
+                continue
+            try:
+                v.queues[row["name"]] = Queue(self, v, row["name"], True, None, row["auto_delete"], row["arguments"])
+            except Exception:
+                log.exception("cannot recover queue %r", row["name"])
+        for row in data["bindings"]:
+            v = self.vhosts.get(row["vhost"])
+            if v is None:
+                continue
+            src = v.exchanges.get(row["source"])
+            dst = v.exchanges.get(row["destination"]) if row["dest_kind"] == "exchange" else v.queues.get(row["destination"])
+            if src is None or dst is None:
+                continue
+            from .exchange import Binding
+            b = Binding(src, dst, row["routing_key"], row["arguments"])
+            if src.add_binding(b) and isinstance(dst, Exchange):
+                dst.incoming.append(b)
+        n = 0
+        for sid, vname, qname, exchange, rk, props, body, redelivered, dcount in data["messages"]:
+            v = self.vhosts.get(vname)
+            q = v.queues.get(qname) if v is not None else None
+            if q is None:
+                self.store.delete_message(sid)
+                continue
+            m = Message(exchange, rk, bytes(props), bytes(body))
+            m.persistent = True
+            p = m.props
+            m.priority = p.priority or 0
+            m.enc = route_enc(exchange, rk)
+            m.redelivered = bool(redelivered)
+            m.delivery_count = dcount or 0
+            m.store_id = sid
+            self.mem_used += len(m.body)
+            q.enqueue(m)
+            n += 1
+        log.info("recovered %d exchanges, %d queues, %d bindings, %d messages from %s",
+                 len(data["exchanges"]), len(data["queues"]), len(data["bindings"]), n, self.data_dir)
+
+    # ------------------------------------------------------------------ listening
+    async def listen(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Start listening; returns the bound port. ``localhost`` → 127.0.0.1 and ::1.
+
+        Raises :class:`PortInUseError` when the port is taken, :class:`BrokerError` otherwise.
+        """
+        hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
+        bound = port
+        for i, h in enumerate(hosts):
+            try:
+                srv = await self.loop.create_server(lambda: AMQPServerProtocol(self), h, bound,
+                                                    reuse_address=True, backlog=1024)
+            except OSError as exc:
+                if i > 0:
+                    log.warning("cannot also listen on %s port %d (%s); continuing with %s only", h, bound, exc, hosts[0])
+                    continue
+                if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+                    raise PortInUseError(f"cannot start the broker: port {port} on {host} is already in use "
+                                         f"(another broker or RabbitMQ?); choose another --port") from None
+                raise BrokerError(f"cannot start the broker on {host}:{port}: {exc.strerror or exc}") from None
+            self.servers.append(srv)
+            if bound == 0:
+                bound = srv.sockets[0].getsockname()[1]
+        for srv in self.servers:
+            for s in srv.sockets:
+                log.info("listening for AMQP 0-9-1 on %s", s.getsockname()[:2])
+        return bound
+
+    async def close(self) -> None:
+        """Stop listening, close every connection with 320 CONNECTION_FORCED, flush the store."""
+        for srv in self.servers:
+            srv.close()
+        for c in list(self.connections):
+            try:
+                c.close_by_server()
+            except Exception:  # pragma: no cover
+                pass
+        deadline = time.monotonic() + 1.0
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for c in list(self.connections):
+            c._abort()
+        for srv in self.servers:
+            try:
+                await asyncio.wait_for(srv.wait_closed(), 1.0)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        self.servers = []
+        self._tick()
+        await self.loop.run_in_executor(None, self.store.close)
+
+
+def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,
+          config_path: str | None = None) -> None:
+    """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
+
+    Raises :class:`PortInUseError` / :class:`BrokerError` (one-line messages) when it cannot
+    start, and :class:`~.config.ConfigError` for a bad config file.
+    """
+    config = load_config(config_path)
+    if data_dir is None:
+        data_dir = config.data_dir
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        broker = Broker(config, data_dir, loop)
+        try:
+            bound = await broker.listen(host, port)
+        except BaseException:
+            broker.store.close()
+            raise
+        log.info("spark-amqp broker ready on %s:%d (data_dir=%s)", host, bound, data_dir or "in memory")
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread / Windows
+                pass
+        await stop.wait()
+        log.info("shutting down")
+        await broker.close()
+        log.info("stopped")
+
+    asyncio.run(main())
