@@ -1,0 +1,77 @@
+"""``AmqpDataSource``: the ``amqp`` Python data source (``spark.readStream.format("amqp")``).
+
+Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
+
+* Reading: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its module for
+  the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
+* Writing: ``writer``/``streamWriter`` return the sink's classes from
+  :mod:`spark_amqp.spark.sink` (imported lazily).
+
+No method here does broker I/O: Spark builds and pickles this object and the readers in several
+processes (lessons §1.3), and invalid options must fail at ``load()``/``start()``, which run
+``schema()`` and ``streamReader()`` respectively.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+
+from . import schema as _schema
+
+__all__ = ["AmqpDataSource"]
+
+
+class AmqpDataSource(DataSource):
+    """AMQP 0-9-1 (RabbitMQ) data source named ``amqp``.
+
+    Source schema: :data:`spark_amqp.spark.schema.SOURCE_SCHEMA_DDL` (fixed). Options: see
+    :mod:`spark_amqp.spark.options` (source) and :mod:`spark_amqp.spark.sink` (sink).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "amqp"
+
+    def schema(self):
+        """The fixed source schema (a ``StructType``).
+
+        Spark calls this at ``readStream...load()`` only (not for writes, checked on PySpark
+        4.3), so the source options are validated here and a bad or unknown option fails
+        ``load()`` with a ``ValueError`` naming it. With a user ``.schema(...)`` Spark skips this
+        method; ``streamReader`` then rejects the schema when the query starts.
+        """
+        from .options import parse_source_options
+
+        parse_source_options(dict(self.options))
+        return _schema.source_schema()
+
+    def streamReader(self, schema):
+        """Validate options and schema and return the stream reader (no I/O).
+
+        Raises ``ValueError`` for an invalid/unknown option or a user schema different from the
+        source's (see :func:`spark_amqp.spark.schema.check_user_schema`).
+        """
+        from .options import parse_source_options
+        from .source import AmqpStreamReader
+
+        _schema.check_user_schema(schema)
+        return AmqpStreamReader(parse_source_options(dict(self.options)))
+
+    def reader(self, schema):
+        """Batch reads are not supported: a queue is not a replayable table."""
+        raise NotImplementedError(
+            "The amqp source is streaming only: use spark.readStream.format('amqp') "
+            "(with trigger(availableNow=True) to drain what is in the queues and stop).")
+
+    def writer(self, schema, overwrite: bool):
+        """Batch writer: ``spark_amqp.spark.sink.AmqpWriter(options, schema, overwrite)``."""
+        from .sink import AmqpWriter
+
+        return AmqpWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema, overwrite: bool):
+        """Streaming writer: ``spark_amqp.spark.sink.AmqpStreamWriter(options, schema,
+        overwrite)``."""
+        from .sink import AmqpStreamWriter
+
+        return AmqpStreamWriter(self.options, schema, overwrite)

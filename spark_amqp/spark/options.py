@@ -1,0 +1,258 @@
+"""Options of the ``amqp`` streaming source: parsing and validation (no I/O).
+
+Spark hands options over as a case-insensitive dict of strings whose keys are lower-cased
+(``pyspark.sql.datasource.CaseInsensitiveDict``), so every key below is matched lower-cased and
+case-sensitive things (queue arguments) go in values (JSON). Validation happens in
+``AmqpDataSource.schema()``/``streamReader()``, i.e. at ``load()``/``start()``, and every error
+is a ``ValueError`` that names the option, the value given and the allowed values.
+
+=========================  ===========================================  ========================
+option                     meaning                                      default
+=========================  ===========================================  ========================
+uri                        amqp:// or amqps:// URI (RabbitMQ URI spec)  amqp://guest:guest@
+                                                                        localhost:5672/%2F
+queue / queues             one queue, or comma-separated queues         (required)
+prefetch                   basic.qos prefetch-count per queue; 0 =      2 x the per-queue trigger
+                           unlimited. Above 65535 (the field is a       share (min 1000), or
+                           short) the source opens several consumers    20000 without
+                           on the queue's channel, each with a share    maxMessagesPerTrigger
+maxMessagesPerTrigger      cap of rows per micro-batch (ReadMaxRows),   unset (ReadAllAvailable)
+                           split fairly across queues
+maxMessagesPerPartition    split per-queue batches into partitions of   50000
+                           at most this many messages
+includeHeaders             fill the ``headers`` column                  true
+declare                    queue.declare the queues (else a passive     false
+                           declare that fails with 404 if missing)
+durable                    durable flag for ``declare``                 true
+queueArguments             JSON object of queue arguments for declare   {}
+                           (e.g. {"x-queue-type": "quorum"})
+heartbeat                  heartbeat seconds asked of the broker        client default
+connectionTimeout          socket connect timeout, seconds              client default
+cacertfile, certfile,      TLS for amqps:// (passed to the client)      unset
+keyfile, verify,
+serverNameIndication
+failOnDataLoss             fail the query when a queue disappears       true
+                           (404 on reconnect) instead of retrying
+availableNowIdleTimeout    Trigger.AvailableNow: seconds to wait for    5
+                           the snapshotted messages before finishing
+=========================  ===========================================  ========================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlparse
+
+__all__ = ["SourceOptions", "parse_source_options", "DEFAULT_URI", "MAX_PREFETCH_PER_CONSUMER"]
+
+DEFAULT_URI = "amqp://guest:guest@localhost:5672/%2F"
+#: basic.qos prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), so one consumer gets at most this.
+MAX_PREFETCH_PER_CONSUMER = 65535
+DEFAULT_PREFETCH = 20000
+DEFAULT_MAX_PER_PARTITION = 50000
+
+_BOOL = {"true": True, "false": False}
+#: Every option the source accepts (lower-cased) -> its spelling in the docs.
+KNOWN_OPTIONS = {
+    k.lower(): k for k in (
+        "uri", "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
+        "includeHeaders", "declare", "durable", "queueArguments", "heartbeat", "connectionTimeout",
+        "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "failOnDataLoss",
+        "availableNowIdleTimeout",
+    )
+}
+#: Options the sink understands and the source ignores are not accepted here: the source fails on
+#: any option not in KNOWN_OPTIONS, so typos surface at load()/start().
+
+
+def _err(name: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"Invalid value {value!r} for option '{name}' of the amqp source: "
+                      f"allowed values are {allowed}.")
+
+
+def _int(opts: Mapping[str, str], key: str, *, minimum: int, default: int | None) -> int | None:
+    raw = opts.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise _err(key, raw, f"an integer >= {minimum}") from None
+    if value < minimum:
+        raise _err(key, raw, f"an integer >= {minimum}")
+    return value
+
+
+def _float(opts: Mapping[str, str], key: str, *, default: float | None) -> float | None:
+    raw = opts.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise _err(key, raw, "a number of seconds > 0") from None
+    if not math.isfinite(value) or value <= 0:
+        raise _err(key, raw, "a number of seconds > 0")
+    return value
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = opts.get(key.lower())
+    if raw is None:
+        return default
+    value = _BOOL.get(str(raw).strip().lower())
+    if value is None:
+        raise _err(key, raw, "true or false")
+    return value
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Validated source options (see the module table). Picklable, immutable.
+
+    ``prefetch`` is the per-queue prefetch (0 = unlimited); ``consumers_per_queue`` and
+    ``prefetch_per_consumer`` say how it is realised with per-consumer ``basic.qos`` (a short).
+    """
+
+    uri: str = DEFAULT_URI
+    queues: tuple[str, ...] = ()
+    prefetch: int = DEFAULT_PREFETCH
+    max_messages_per_trigger: int | None = None
+    max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
+    include_headers: bool = True
+    declare: bool = False
+    durable: bool = True
+    queue_arguments: dict = field(default_factory=dict)
+    heartbeat: int | None = None
+    connection_timeout: float | None = None
+    tls: dict = field(default_factory=dict)
+    fail_on_data_loss: bool = True
+    available_now_idle_timeout: float = 5.0
+
+    @property
+    def per_queue_trigger_share(self) -> int | None:
+        """``ceil(maxMessagesPerTrigger / len(queues))``, or None without a trigger cap."""
+        if self.max_messages_per_trigger is None:
+            return None
+        return -(-self.max_messages_per_trigger // len(self.queues))
+
+    @property
+    def consumers_per_queue(self) -> int:
+        """How many consumers per queue channel realise ``prefetch`` (1 when unlimited)."""
+        if self.prefetch == 0:
+            return 1
+        return -(-self.prefetch // MAX_PREFETCH_PER_CONSUMER)
+
+    @property
+    def prefetch_per_consumer(self) -> int:
+        """The ``basic.qos`` prefetch-count of each consumer (0 = unlimited)."""
+        if self.prefetch == 0:
+            return 0
+        return -(-self.prefetch // self.consumers_per_queue)
+
+    def client_kwargs(self) -> dict:
+        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
+        kw: dict[str, Any] = dict(self.tls)
+        if self.heartbeat is not None:
+            kw["heartbeat"] = self.heartbeat
+        if self.connection_timeout is not None:
+            kw["connection_timeout"] = self.connection_timeout
+        return kw
+
+
+def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
+    """Validate Spark's option dict for the source and return :class:`SourceOptions`.
+
+    ``opts``: Spark's ``CaseInsensitiveDict`` (or any mapping; keys are lower-cased here).
+    Raises ``ValueError`` naming the option and its allowed values on: an unknown option, a
+    missing or empty ``queue``/``queues``, both given, a non-amqp(s) ``uri``, a non-integer or
+    out-of-range number, a non-boolean flag, ``queueArguments`` that is not a JSON object, or a
+    ``prefetch`` smaller than the per-queue share of ``maxMessagesPerTrigger`` (that would stall
+    the source like FLINK-23183: the broker stops delivering at the prefetch window).
+    """
+    o = {str(k).lower(): v for k, v in opts.items()}
+    unknown = sorted(set(o) - set(KNOWN_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source; "
+            f"known options: {', '.join(sorted(KNOWN_OPTIONS.values()))}.")
+
+    uri = str(o.get("uri", DEFAULT_URI)).strip()
+    scheme = urlparse(uri).scheme.lower()
+    if scheme not in ("amqp", "amqps"):
+        raise _err("uri", uri, "an amqp:// or amqps:// URI, e.g. " + DEFAULT_URI)
+
+    if "queue" in o and "queues" in o:
+        raise ValueError("Options 'queue' and 'queues' of the amqp source are exclusive: "
+                         "give one queue in 'queue' or a comma-separated list in 'queues'.")
+    key = "queues" if "queues" in o else "queue"
+    raw_queues = o.get(key)
+    if raw_queues is None:
+        raise ValueError("The amqp source needs option 'queue' (one queue name) or 'queues' "
+                         "(comma-separated queue names).")
+    queues = tuple(q.strip() for q in str(raw_queues).split(","))
+    if not queues or any(not q for q in queues):
+        raise _err(key, raw_queues, "one or more non-empty queue names separated by commas")
+    if len(set(queues)) != len(queues):
+        raise _err(key, raw_queues, "distinct queue names (a queue is listed twice)")
+    for q in queues:
+        if len(q.encode()) > 255:
+            raise _err(key, q, "queue names of at most 255 bytes (a shortstr)")
+
+    max_trigger = _int(o, "maxMessagesPerTrigger", minimum=1, default=None)
+    max_part = _int(o, "maxMessagesPerPartition", minimum=1, default=DEFAULT_MAX_PER_PARTITION)
+    share = None if max_trigger is None else -(-max_trigger // len(queues))
+    default_prefetch = DEFAULT_PREFETCH if share is None else max(2 * share, 1000)
+    prefetch = _int(o, "prefetch", minimum=0, default=default_prefetch)
+    if share is not None and prefetch != 0 and prefetch < share:
+        raise _err("prefetch", o.get("prefetch"),
+                   f"0 (unlimited) or at least the per-queue share of maxMessagesPerTrigger "
+                   f"({share}; 2x that, {2 * share}, is recommended) - a smaller window stalls "
+                   f"the source")
+
+    raw_args = o.get("queuearguments")
+    queue_arguments: dict = {}
+    if raw_args is not None:
+        try:
+            queue_arguments = json.loads(raw_args)
+        except (TypeError, ValueError):
+            raise _err("queueArguments", raw_args,
+                       'a JSON object, e.g. {"x-queue-type": "quorum"}') from None
+        if not isinstance(queue_arguments, dict):
+            raise _err("queueArguments", raw_args,
+                       'a JSON object, e.g. {"x-queue-type": "quorum"}')
+
+    tls: dict[str, Any] = {}
+    for opt, kw in (("cacertfile", "cacertfile"), ("certfile", "certfile"),
+                    ("keyfile", "keyfile"), ("servernameindication", "server_name_indication")):
+        if opt in o:
+            tls[kw] = str(o[opt])
+    if "verify" in o:
+        v = str(o["verify"]).strip().lower()
+        if v not in ("verify_peer", "verify_none", "true", "false"):
+            raise _err("verify", o["verify"], "verify_peer, verify_none, true or false")
+        tls["verify"] = v in ("verify_peer", "true")
+
+    heartbeat = _int(o, "heartbeat", minimum=0, default=None)
+    if heartbeat is not None and heartbeat > 65535:
+        raise _err("heartbeat", heartbeat, "an integer number of seconds in 0..65535")
+
+    return SourceOptions(
+        uri=uri,
+        queues=queues,
+        prefetch=prefetch,
+        max_messages_per_trigger=max_trigger,
+        max_messages_per_partition=max_part,
+        include_headers=_bool(o, "includeHeaders", True),
+        declare=_bool(o, "declare", False),
+        durable=_bool(o, "durable", True),
+        queue_arguments=queue_arguments,
+        heartbeat=heartbeat,
+        connection_timeout=_float(o, "connectionTimeout", default=None),
+        tls=tls,
+        fail_on_data_loss=_bool(o, "failOnDataLoss", True),
+        available_now_idle_timeout=_float(o, "availableNowIdleTimeout", default=5.0),
+    )

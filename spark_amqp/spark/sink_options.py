@@ -1,0 +1,269 @@
+"""Options of the ``amqp`` sink (``df.write`` / ``df.writeStream``), parsed and validated.
+
+Spark hands the data source a case-insensitive dict of string options whose keys are stored
+lower-cased (``pyspark.sql.datasource.DataSource.__init__``; see
+/work/shared/reference/spark-connector-lessons.md §1.4). :func:`parse_sink_options` turns it
+into a frozen :class:`SinkOptions` and raises :class:`SinkOptionError` (a ``ValueError``)
+naming the option and its allowed values for anything unknown or invalid. It runs on the
+driver in ``DataSource.writer()`` / ``streamWriter()``, i.e. at ``save()`` / ``start()``,
+so a typo fails the action before any task is scheduled.
+
+=====================  ==========================  ================================================
+option                 default                     meaning
+=====================  ==========================  ================================================
+``uri``                amqp://guest:guest@         ``amqp://`` / ``amqps://`` URI (RabbitMQ URI spec)
+                       localhost:5672/%2F
+``exchange``           column, else ``""``         exchange for every row; overrides the column
+``routingKey``         column, else ``""``         routing key for every row; overrides the column
+``mandatory``          ``false``                   publish with ``mandatory`` (unroutable → return)
+``onReturn``           ``fail``                    ``fail`` | ``ignore`` a ``basic.return``
+``deliveryMode``       column, else ``2``          ``1``/``transient`` or ``2``/``persistent``;
+                                                   when set, overrides the column
+``maxInFlight``        ``10000``                   unconfirmed publishes per task (≥ 1)
+``confirmTimeoutMs``   ``60000``                   max wait for outstanding confirms (ms, > 0)
+``declareExchange``    ``false``                   ``exchange.declare`` the ``exchange`` option
+``exchangeType``       ``direct``                  ``direct``|``fanout``|``topic``|``headers``|``x-*``
+``exchangeDurable``    ``true``                    durable flag of the declared exchange
+``messageId``          ``auto``                    ``auto``|``column``|``deterministic``|``none``
+``cacertfile`` …       (none)                      TLS: ``cacertfile``, ``certfile``, ``keyfile``,
+                                                   ``verify`` (``verify_peer``|``verify_none``|
+                                                   ``true``|``false``),
+                                                   ``serverNameIndication``; passed to the client
+``heartbeat``          client default              heartbeat seconds (``0`` disables)
+``connectionTimeout``  client default              TCP + handshake timeout (seconds)
+=====================  ==========================  ================================================
+
+``messageId``:
+  ``auto`` (default): the ``message_id`` column's value where the column exists and the value
+  is not null, else a deterministic id. ``column``: only the column (required; nulls publish
+  no id). ``deterministic``: always the deterministic id (a ``message_id`` column is rejected,
+  drop it). ``none``: no message id (a ``message_id`` column is rejected).
+  The deterministic id is ``"{queryId}:{batchId}:{partitionId}:{row}"`` for streaming writes
+  and ``"{writeId}:{partitionId}:{row}"`` for batch writes (``writeId``: a uuid made once per
+  ``save()``), where ``row`` counts the rows of the task from 0. A retried task or batch
+  republishes the same ids, so consumers can drop duplicates (lessons §0.5, §6 "Sink").
+
+Spark itself adds some keys to the options of a write (``path`` for ``save(path)``;
+``checkpointLocation`` / ``queryName`` style keys for streams); those are accepted and ignored,
+as are the source-only options of the ``amqp`` data source (``SOURCE_ONLY_OPTIONS``, from
+:data:`spark_amqp.spark.options.KNOWN_OPTIONS`), so one options dict can serve both directions.
+TLS / ``heartbeat`` / ``connectionTimeout`` options are spelled and parsed as the source's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from .options import DEFAULT_URI
+
+__all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS",
+           "MESSAGE_ID_MODES", "ON_RETURN_MODES"]
+
+
+log = logging.getLogger(__name__)
+
+
+class SinkOptionError(ValueError):
+    """An unknown option or an invalid option value of the ``amqp`` sink.
+
+    The message names the option (as the user spells it in the docs) and the allowed values.
+    Raised on the driver at ``save()`` / ``start()``.
+    """
+
+
+MESSAGE_ID_MODES = ("auto", "column", "deterministic", "none")
+ON_RETURN_MODES = ("fail", "ignore")
+_BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+_VERIFY_MODES = ("verify_peer", "verify_none", "true", "false")
+
+# documented spelling, keyed by the lower-cased key Spark hands us
+SINK_OPTIONS = {k.lower(): k for k in (
+    "uri", "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
+    "confirmTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable", "messageId",
+    "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",
+    "connectionTimeout",
+)}
+
+# keys Spark or the source side may put in the same dict; accepted and ignored by the sink
+SPARK_INTERNAL_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+
+def _source_only_options() -> frozenset:
+    """Lower-cased option names of the ``amqp`` source that the sink does not use."""
+    from .options import KNOWN_OPTIONS
+
+    return frozenset(KNOWN_OPTIONS) - frozenset(SINK_OPTIONS)
+
+
+SOURCE_ONLY_OPTIONS = _source_only_options()
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """Validated sink options (see the module docstring for meanings and defaults).
+
+    ``exchange`` / ``routing_key`` / ``delivery_mode`` are ``None`` when not given as options
+    (then the column or the default applies). Times are in seconds here.
+    """
+
+    uri: str = DEFAULT_URI
+    exchange: Optional[str] = None
+    routing_key: Optional[str] = None
+    mandatory: bool = False
+    on_return: str = "fail"
+    delivery_mode: Optional[int] = None
+    max_in_flight: int = 10000
+    confirm_timeout: float = 60.0
+    declare_exchange: bool = False
+    exchange_type: str = "direct"
+    exchange_durable: bool = True
+    message_id: str = "auto"
+    connect_kwargs: tuple = ()   # ((name, value), ...) for spark_amqp.client.connect
+
+    def connect_args(self) -> dict:
+        """Keyword arguments for :func:`spark_amqp.client.connect` beyond the URI."""
+        return dict(self.connect_kwargs)
+
+
+def _bool(name: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise SinkOptionError(f"option {name}={raw!r} is not a boolean; allowed: true | false")
+
+
+def _int(name: str, raw: str, minimum: int, maximum: Optional[int] = None) -> int:
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        v = None
+    if v is None or v < minimum or (maximum is not None and v > maximum):
+        bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise SinkOptionError(f"option {name}={raw!r} is not an integer in {bound}")
+    return v
+
+
+def _choice(name: str, raw: str, allowed: tuple) -> str:
+    v = raw.strip().lower()
+    if v not in allowed:
+        raise SinkOptionError(f"option {name}={raw!r} is not allowed; allowed: "
+                              + " | ".join(allowed))
+    return v
+
+
+def _delivery_mode(raw: str) -> int:
+    v = raw.strip().lower()
+    table = {"1": 1, "transient": 1, "non-persistent": 1, "2": 2, "persistent": 2}
+    if v not in table:
+        raise SinkOptionError(f"option deliveryMode={raw!r} is not allowed; allowed: "
+                              "1 | transient | 2 | persistent")
+    return table[v]
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """Validate the data source options for a write and return :class:`SinkOptions`.
+
+    Args:
+        options: Spark's case-insensitive options (keys lower-cased, values strings).
+
+    Raises:
+        SinkOptionError: ``uri`` not ``amqp://``/``amqps://``; an unknown key (the
+            message lists the known ones); a value outside its allowed set or range;
+            ``declareExchange=true`` without an ``exchange`` option; TLS options with a
+            plain ``amqp://`` URI.
+    """
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+    unknown = sorted(k for k in opts
+                     if k not in SINK_OPTIONS and k not in SPARK_INTERNAL_OPTIONS
+                     and k not in SOURCE_ONLY_OPTIONS)
+    if unknown:
+        raise SinkOptionError(
+            f"unknown option(s) for the amqp sink: {', '.join(unknown)}; known options: "
+            + ", ".join(sorted(SINK_OPTIONS.values(), key=str.lower))
+            + " (option names are case-insensitive)")
+
+    ignored = sorted(k for k in opts if k in SOURCE_ONLY_OPTIONS)
+    if ignored:
+        log.warning("amqp sink: source-only option(s) %s have no effect on a write",
+                    ", ".join(ignored))
+    uri = opts.get("uri", DEFAULT_URI).strip() or DEFAULT_URI
+    if not re.match(r"^amqps?://", uri, re.IGNORECASE):
+        raise SinkOptionError(f"option uri must start with amqp:// or amqps://, got "
+                              f"{_redact(uri)!r}")
+
+    kw: dict = {}
+    on_return = _choice("onReturn", opts["onreturn"], ON_RETURN_MODES) if "onreturn" in opts \
+        else "fail"
+    mandatory = _bool("mandatory", opts["mandatory"]) if "mandatory" in opts else False
+    delivery_mode = _delivery_mode(opts["deliverymode"]) if "deliverymode" in opts else None
+    max_in_flight = _int("maxInFlight", opts["maxinflight"], 1) if "maxinflight" in opts \
+        else 10000
+    timeout_ms = _int("confirmTimeoutMs", opts["confirmtimeoutms"], 1) \
+        if "confirmtimeoutms" in opts else 60000
+    declare = _bool("declareExchange", opts["declareexchange"]) \
+        if "declareexchange" in opts else False
+    ex_type = opts.get("exchangetype", "direct").strip().lower() or "direct"
+    if ex_type not in _BUILTIN_EXCHANGE_TYPES and not ex_type.startswith("x-"):
+        raise SinkOptionError(f"option exchangeType={opts['exchangetype']!r} is not allowed; "
+                              "allowed: direct | fanout | topic | headers | x-<plugin type>")
+    durable = _bool("exchangeDurable", opts["exchangedurable"]) \
+        if "exchangedurable" in opts else True
+    message_id = _choice("messageId", opts["messageid"], MESSAGE_ID_MODES) \
+        if "messageid" in opts else "auto"
+    exchange = opts.get("exchange")
+    routing_key = opts.get("routingkey")
+    for name, val in (("exchange", exchange), ("routingKey", routing_key)):
+        if val is not None and len(val.encode("utf-8")) > 255:
+            raise SinkOptionError(f"option {name} is {len(val.encode('utf-8'))} UTF-8 bytes; "
+                                  "AMQP short strings allow at most 255")
+    if declare and not exchange:
+        raise SinkOptionError("option declareExchange=true needs a non-empty exchange option "
+                              "(the default exchange cannot be declared)")
+    if "exchangetype" in opts and not declare:
+        raise SinkOptionError("option exchangeType only applies with declareExchange=true")
+
+    tls = [k for k in ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
+           if k in opts]
+    if tls and not uri.lower().startswith("amqps://"):
+        raise SinkOptionError(f"TLS option(s) {', '.join(SINK_OPTIONS[k] for k in tls)} need an "
+                              "amqps:// uri")
+    for k in ("cacertfile", "certfile", "keyfile"):
+        if k in opts:
+            kw[k] = opts[k]
+    if "verify" in opts:
+        kw["verify"] = _choice("verify", opts["verify"], _VERIFY_MODES) in ("verify_peer", "true")
+    if "servernameindication" in opts:
+        kw["server_name_indication"] = opts["servernameindication"]
+    if "heartbeat" in opts:
+        kw["heartbeat"] = _int("heartbeat", opts["heartbeat"], 0, 65535)
+    if "connectiontimeout" in opts:
+        raw = opts["connectiontimeout"]
+        try:
+            secs = float(raw)
+        except ValueError:
+            secs = float("nan")
+        if not math.isfinite(secs) or secs <= 0:
+            raise SinkOptionError(f"option connectionTimeout={raw!r} is not allowed; allowed: "
+                                  "a number of seconds > 0")
+        kw["connection_timeout"] = secs
+
+    return SinkOptions(
+        uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
+        on_return=on_return, delivery_mode=delivery_mode, max_in_flight=max_in_flight,
+        confirm_timeout=timeout_ms / 1000.0, declare_exchange=declare, exchange_type=ex_type,
+        exchange_durable=durable, message_id=message_id, connect_kwargs=tuple(sorted(kw.items())),
+    )
+
+
+def _redact(uri: str) -> str:
+    """``uri`` with any password replaced by ``***`` (for error messages and logs)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", uri)

@@ -1,0 +1,244 @@
+"""One write task's publisher: a connection, a confirm-mode channel, a bounded in-flight window.
+
+Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Semantics
+(RabbitMQ docs "Consumer Acknowledgements and Publisher Confirms", docs/confirms.md):
+
+- ``confirm.select`` first, so every publish of the task is confirmed or nacked by the broker;
+- messages go out in chunks through ``Channel.publish_batch`` (one ``sendall`` per chunk),
+  and at most ``maxInFlight`` publishes are unconfirmed at any time (the task waits for room,
+  at most ``confirmTimeoutMs``);
+- :meth:`TaskPublisher.finish` waits (``confirmTimeoutMs``) until every publish is confirmed;
+  only then does the task report success. A nack, a confirm timeout, a ``basic.return``
+  with ``onReturn=fail``, a channel/connection error or a lost connection raise
+  :class:`AmqpSinkError` saying which and how many, so Spark fails and retries the task.
+  Messages confirmed before the failure stay published: the sink is **at-least-once** (like
+  Spark's Kafka sink), and a retried task republishes with the same deterministic
+  ``message_id`` (see :mod:`spark_amqp.spark.sink_options`).
+- With ``mandatory`` an unroutable message is returned (312 NO_ROUTE) *before* its ack
+  (RabbitMQ docs, confirms.md: "the basic.return is sent to the client before basic.ack"), so
+  after the final wait all returns of the task are known.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+__all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: messages per ``publish_batch`` call (also capped by :data:`CHUNK_BYTES` and maxInFlight)
+CHUNK_MESSAGES = 1000
+#: body bytes per ``publish_batch`` call (a 1 MB body goes alone)
+CHUNK_BYTES = 1 << 20
+
+
+class AmqpSinkError(RuntimeError):
+    """A write task of the ``amqp`` sink could not get every message confirmed.
+
+    The message says what happened (broker error with reply code and text, nack, confirm
+    timeout, returned messages, lost connection) and how many messages were published,
+    confirmed and affected. Spark fails the task and retries it (at-least-once).
+    """
+
+
+@dataclass
+class TaskStats:
+    """Counters of one write task (returned to the driver inside the commit message).
+
+    Attributes: rows (input rows), published (publishes sent), confirmed (acked by the
+    broker), returned (``basic.return`` count; only non-zero with ``onReturn=ignore``),
+    body_bytes (sum of body sizes), seconds (wall time from connect to last confirm).
+    """
+
+    rows: int = 0
+    published: int = 0
+    confirmed: int = 0
+    returned: int = 0
+    body_bytes: int = 0
+    seconds: float = 0.0
+
+
+class TaskPublisher:
+    """Publishes one task's messages under confirms. Not thread-safe; one per task.
+
+    Args:
+        options: :class:`~spark_amqp.spark.sink_options.SinkOptions`.
+        task: a short label for messages, e.g. ``"partition 3 of batch 7"``.
+
+    Use :meth:`publish` for each converted Arrow batch, then :meth:`finish`, and always
+    :meth:`close` (``with`` does it). The connection is opened on the first publish, so an
+    empty partition never connects.
+    """
+
+    def __init__(self, options, task: str):
+        self.options = options
+        self.task = task
+        self.stats = TaskStats()
+        self._conn = None
+        self._ch = None
+        self._returned_first = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> "TaskPublisher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- connection ---------------------------------------------------------------------
+    def _open(self) -> None:
+        from ..client import connect
+
+        o = self.options
+        self._t0 = time.monotonic()
+        try:
+            self._conn = connect(o.uri, **o.connect_args())
+            ch = self._conn.channel()
+            if o.declare_exchange:
+                ch.exchange_declare(o.exchange, exchange_type=o.exchange_type,
+                                    durable=o.exchange_durable)
+            ch.confirm_select()
+            # the window is enforced here (_wait_window, bounded by confirmTimeoutMs), not by
+            # the client's max_in_flight, whose wait has no timeout
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise self._error("could not open a confirm-mode channel", exc) from exc
+        self._ch = ch
+
+    def close(self) -> None:
+        """Close the connection (idempotent; errors while closing are logged, not raised)."""
+        conn, self._conn, self._ch = self._conn, None, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:  # noqa: BLE001 - closing after a failure may fail too
+                log.debug("amqp sink %s: error while closing the connection: %s", self.task, exc)
+
+    # -- publishing -----------------------------------------------------------------------
+    def publish(self, messages: list) -> None:
+        """Publish ``messages`` (``publish_batch`` tuples) in chunks; may block on the window.
+
+        Before each chunk, waits (up to ``confirmTimeoutMs``) until the chunk fits in the
+        ``maxInFlight`` window of unconfirmed publishes.
+
+        Raises:
+            AmqpSinkError: the broker closed the channel/connection (e.g. 404 no exchange),
+                the connection was lost, or the window stayed full for ``confirmTimeoutMs``.
+        """
+        if not messages:
+            return
+        if self._ch is None:
+            self._open()
+        st = self.stats
+        limit = min(CHUNK_MESSAGES, self.options.max_in_flight)
+        i, n = 0, len(messages)
+        publish_batch = self._ch.publish_batch
+        try:
+            while i < n:
+                j, size = i, 0
+                while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
+                    size += len(messages[j][0])
+                    j += 1
+                self._wait_window(j - i)
+                publish_batch(messages[i:j] if (i or j < n) else messages)
+                st.published += j - i
+                st.body_bytes += size
+                i = j
+        except AmqpSinkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise self._error("publishing failed", exc) from exc
+
+    def _wait_window(self, need: int) -> None:
+        """Block until ``need`` more publishes fit in the ``maxInFlight`` window.
+
+        Polls the channel's ``in_flight`` count (the I/O thread settles confirms meanwhile)
+        so that the wait is bounded by ``confirmTimeoutMs`` - a broker that stops confirming
+        (e.g. a memory alarm blocking publishers, RabbitMQ docs "Memory and Disk Alarms")
+        fails the task instead of hanging it. Raises the channel's error if it closed.
+        """
+        ch = self._ch
+        window = self.options.max_in_flight
+        if ch.in_flight + need <= window:
+            return
+        deadline = time.monotonic() + self.options.confirm_timeout
+        sleep = 0.0002
+        while ch.in_flight + need > window:
+            err = ch.error
+            if err is not None:
+                raise err
+            if time.monotonic() > deadline:
+                raise AmqpSinkError(
+                    f"amqp sink {self.task}: {ch.in_flight} of {self.stats.published} publish(es) "
+                    f"stayed unconfirmed for confirmTimeoutMs="
+                    f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
+                    f"{window} window full; the broker may be blocked (memory/disk alarm) or "
+                    "overloaded; the task fails so that Spark retries it")
+            time.sleep(sleep)
+            sleep = min(sleep * 2, 0.002)
+
+    def finish(self) -> TaskStats:
+        """Wait until every publish is confirmed; return the task's :class:`TaskStats`.
+
+        Raises:
+            AmqpSinkError: nacks, a confirm timeout, returns with ``onReturn=fail``, a broker
+                error or a lost connection; the message says which and how many.
+        """
+        if self._ch is None:
+            return self.stats
+        from ..client.errors import ConfirmTimeout, PublishNacked
+
+        try:
+            result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)
+        except PublishNacked as exc:
+            r = exc.result
+            self.stats.confirmed = getattr(r, "acked", 0)
+            raise AmqpSinkError(
+                f"amqp sink {self.task}: the broker nacked {len(r.nacked)} of "
+                f"{self.stats.published} publish(es) (it did not take responsibility for them: "
+                "check queue length limits / x-overflow=reject-publish and the broker log); "
+                "the task fails so that Spark retries it") from exc
+        except ConfirmTimeout as exc:
+            raise AmqpSinkError(
+                f"amqp sink {self.task}: {exc.outstanding} of {self.stats.published} publish(es) "
+                f"still unconfirmed after confirmTimeoutMs={int(self.options.confirm_timeout * 1000)}"
+                "; the broker may be blocked (memory/disk alarm) or overloaded; the task fails "
+                "so that Spark retries it (raise confirmTimeoutMs if the broker is just slow)"
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - broker errors, lost connection
+            raise self._error("waiting for publisher confirms failed", exc) from exc
+        self.stats.confirmed = result.acked
+        returned = list(result.returned)
+        self.stats.returned = len(returned)
+        self.stats.seconds = time.monotonic() - self._t0
+        if returned and self.options.on_return == "fail":
+            first = returned[0]
+            raise AmqpSinkError(
+                f"amqp sink {self.task}: {len(returned)} of {self.stats.published} message(s) "
+                f"were returned by the broker as unroutable ({first.reply_code} "
+                f"{first.reply_text}; first: exchange={first.exchange!r}, "
+                f"routing_key={first.routing_key!r}) with mandatory=true and onReturn=fail; "
+                "bind a queue for these routing keys, or set onReturn=ignore")
+        if returned:
+            log.warning("amqp sink %s: %d message(s) returned as unroutable and ignored "
+                        "(onReturn=ignore)", self.task, len(returned))
+        return self.stats
+
+    def _error(self, what: str, exc: BaseException) -> AmqpSinkError:
+        code = getattr(exc, "reply_code", None)
+        if code:
+            text = str(getattr(exc, "reply_text", "") or exc)
+            name = getattr(exc, "name", "")
+            cause = f"the broker answered {code} " + (text if text.startswith(name) else
+                                                      f"{name} - {text}")
+        elif isinstance(exc, OSError):
+            cause = f"the connection was lost or could not be opened ({type(exc).__name__}: {exc})"
+        else:
+            cause = f"{type(exc).__name__}: {exc}"
+        return AmqpSinkError(
+            f"amqp sink {self.task}: {what}: {cause}; {self.stats.published} message(s) published "
+            "in this task before that, not all of them confirmed; the task fails so that Spark "
+            "retries it "
+            "(messages already confirmed stay published: at-least-once)")

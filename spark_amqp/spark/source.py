@@ -1,0 +1,373 @@
+"""The ``amqp`` stream reader: driver-side consumption, acks tied to Spark's commit log.
+
+Where things run (lessons §1.3): one reader instance lives in Spark's long-lived Python source
+runner on the driver and receives ``initialOffset``/``latestOffset``/``partitions``/``commit``/
+``stop``; a second instance is pickled to the executors and only runs ``read``. So:
+
+* ``__init__`` does no I/O; the driver connects lazily in ``latestOffset`` (or
+  ``prepareForTriggerAvailableNow``).
+* The driver consumes: one connection, one channel per queue, per-consumer ``basic.qos``,
+  ``basic.consume`` with manual acks (:mod:`.source_consumer`); deliveries are buffered per queue
+  (:mod:`.source_buffer`) with a per-queue offset counting from 0 in each *session* (connection).
+* ``latestOffset(start, limit)`` first acks every delivery up to ``start`` (the batch ending at
+  ``start`` is in the commit log: the synchronous engine writes commit log N before asking for
+  batch N+1), then cuts a new end from the buffers honouring ``ReadMaxRows`` (split fairly across
+  queues) or ``ReadAllAvailable``, and returns ``start`` unchanged when there is nothing new.
+  ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
+* ``partitions(start, end)`` ships the message bytes and properties inside picklable
+  :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` each); a range planned by an
+  earlier session (restart replay or reconnect) yields no partitions: its deliveries were never
+  acked, so the broker redelivers them (redelivered=true) into later batches.
+* ``read`` converts only (:mod:`.arrow`), yielding Arrow batches with the exact schema.
+
+Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
+replays at most that batch (as redeliveries).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from .arrow import PackedColumns, pack_deliveries, to_record_batches
+from .options import SourceOptions
+from .source_buffer import Session, fair_split
+from .source_offsets import SourceOffset
+
+try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                                  SupportsTriggerAvailableNow)
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1
+    ReadLimit = ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
+
+__all__ = ["AmqpStreamReader", "AmqpInputPartition"]
+
+log = logging.getLogger("spark_amqp.spark.source")
+
+_MAX_BACKOFF = 30.0
+_FIRST_BACKOFF = 0.5
+_FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)connecting
+
+
+@dataclass
+class AmqpInputPartition(InputPartition):
+    """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
+    of ``session``. Carries the message bytes (packed columns), so pickling it ships the data."""
+
+    session: str
+    data: PackedColumns
+
+    def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
+        self.value = None
+
+
+def _is_connection_error(e: BaseException) -> bool:
+    from spark_amqp.protocol.errors import AMQPError
+
+    return isinstance(e, (OSError, AMQPError, EOFError))
+
+
+class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Stream reader of ``spark.readStream.format("amqp")`` (see module doc for semantics).
+
+    ``options``: validated :class:`SourceOptions`. ``consumer_factory``: builds the driver
+    consumer from the options (default :class:`.source_consumer.DriverConsumer`); tests pass a
+    fake. Neither connects here.
+    """
+
+    def __init__(self, options: SourceOptions,
+                 consumer_factory: Callable[[SourceOptions], Any] | None = None):
+        self.options = options
+        self._consumer_factory = consumer_factory
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
+        self._consumer: Any = None
+        self._session: Session | None = None
+        self._ever_connected = False
+        self._next_attempt = 0.0
+        self._backoff = _FIRST_BACKOFF
+        self._targets: dict[str, int] | None = None  # AvailableNow: still to plan, per queue
+        self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
+
+    # Pickled to the executors: only the configuration travels, never sockets or buffers.
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "_consumer_factory": self._consumer_factory}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._reset_runtime()
+
+    # -- session / connection ----------------------------------------------------------------
+
+    def _current_session(self) -> Session:
+        if self._session is None:
+            self._session = Session(self.options.queues)
+        return self._session
+
+    def _make_consumer(self):
+        if self._consumer_factory is not None:
+            return self._consumer_factory(self.options)
+        from .source_consumer import DriverConsumer
+
+        return DriverConsumer(self.options)
+
+    def _ensure_connected(self) -> bool:
+        """Open the consumer if needed. True when connected.
+
+        The first connection's errors propagate (a wrong URI, password or queue fails the query
+        at its first trigger). After a loss, reconnects back off exponentially (0.5 s .. 30 s)
+        and failures are logged, not raised, so the query keeps running; except a missing queue
+        with ``failOnDataLoss=true``.
+        """
+        if self._consumer is not None and self._consumer.is_open:
+            return True
+        if self._consumer is not None:  # the connection died under us
+            self._lose_session("connection closed")
+        now = time.monotonic()
+        if self._ever_connected and now < self._next_attempt:
+            return False
+        from .source_consumer import QueueMissing
+
+        consumer = self._make_consumer()
+        try:
+            consumer.open()
+        except QueueMissing:
+            if not self._ever_connected or self.options.fail_on_data_loss:
+                raise
+            log.warning("amqp source: a queue is missing; retrying in %.1fs "
+                        "(failOnDataLoss=false)", self._backoff)
+            self._schedule_retry(now)
+            return False
+        except Exception as e:
+            from spark_amqp.protocol.errors import AccessRefused
+
+            if not self._ever_connected or isinstance(e, AccessRefused) \
+                    or not _is_connection_error(e):
+                raise
+            log.warning("amqp source: reconnect failed (%s); retrying in %.1fs", e, self._backoff)
+            self._schedule_retry(now)
+            return False
+        if self._ever_connected or (self._session is not None and self._session_has_data()):
+            self._session = Session(self.options.queues)  # new tags -> new session
+        self._current_session()
+        self._consumer = consumer
+        self._ever_connected = True
+        self._backoff = _FIRST_BACKOFF
+        self._stats["sessions"] += 1
+        log.info("amqp source: session %s consuming %s", self._session.id,
+                 ", ".join(self.options.queues))
+        return True
+
+    def _session_has_data(self) -> bool:
+        return any(b.received for b in self._session.buffers.values())
+
+    def _schedule_retry(self, now: float) -> None:
+        self._next_attempt = now + self._backoff
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+
+    def _lose_session(self, why: Any) -> None:
+        """Forget the connection and every buffered delivery of this session. Unacked
+        deliveries (planned or not) are requeued by the broker when the channel closes (AMQP
+        0-9-1 §1.8.3.13 / RabbitMQ docs/confirms.md), so they come back as redeliveries; their
+        old delivery tags are never acked (they would be 406 PRECONDITION_FAILED on a new
+        channel)."""
+        log.warning("amqp source: session %s lost (%s); reconnecting, unacked messages will be "
+                    "redelivered", self._session.id if self._session else None, why)
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.abort()
+        self._session = Session(self.options.queues)
+        self._next_attempt = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        """The zero offset of a new session (every queue at 0). No I/O."""
+        return self._current_session().zero_offset().to_dict()
+
+    def getDefaultReadLimit(self):
+        """``ReadMaxRows(maxMessagesPerTrigger)`` when that option is set, else
+        ``ReadAllAvailable()`` (PySpark 4.2+)."""
+        if self.options.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.options.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Snapshot the ready-message count of every queue (declare-ok message-count taken
+        before consuming, AMQP 0-9-1 §1.7.2.2); this run never plans more than that many
+        messages per queue, and ends when they are planned (or when none arrive for
+        ``availableNowIdleTimeout`` seconds, e.g. another consumer took them)."""
+        self._ensure_connected()
+        self._targets = dict(self._consumer.initial_counts)
+        log.info("amqp source: Trigger.AvailableNow targets %s", self._targets)
+
+    def _ack_upto(self, off: SourceOffset) -> None:
+        s = self._session
+        if s is None or off.session != s.id or self._consumer is None:
+            return  # an old session's tags are dead: never ack them
+        for q, n in off.queues:
+            buf = s.buffers.get(q)
+            if buf is None:
+                continue
+            before = buf.acked
+            tag = buf.ack_upto(n)
+            if tag is not None:
+                self._consumer.ack(q, tag)
+                self._stats["acked"] += buf.acked - before
+
+    def _drain(self, timeout: float = 0.0) -> int:
+        got = 0
+        for q, buf in self._session.buffers.items():
+            ds = self._consumer.drain(q, timeout if got == 0 else 0.0)
+            if ds:
+                buf.add(ds)
+                got += len(ds)
+        return got
+
+    def _wanted(self, max_rows: int | None) -> dict[str, int]:
+        s = self._session
+        avail = {q: b.unplanned for q, b in s.buffers.items()}
+        return fair_split(avail, max_rows, self._targets)
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """Ack up to ``start``, then plan the next batch end (see module doc).
+
+        ``start``: end of the previous batch (Spark 4.2+), None on the 4.0/4.1 signature.
+        ``limit``: ``ReadMaxRows``/``ReadAllAvailable`` (others are treated as all available).
+        Returns ``start`` unchanged when nothing new is buffered (no empty batches).
+        """
+        start_off = SourceOffset.from_dict(start) if start is not None else None
+        max_rows = None
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            max_rows = int(limit.max_rows)
+        elif limit is None and start is None:
+            max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
+        if self._targets is not None and not any(self._targets.values()):
+            # AvailableNow: everything snapshotted is planned; ack the last batch and finish.
+            if start_off is not None:
+                self._ack_safely(start_off)
+            return start if start is not None else self._current_session().planned_offset().to_dict()
+        fresh = self._consumer is None
+        if not self._ensure_connected():
+            return start if start is not None else self._current_session().planned_offset().to_dict()
+        try:
+            if start_off is not None:
+                self._ack_upto(start_off)
+            # Right after connecting nothing has arrived yet: wait briefly for the first
+            # deliveries so the first trigger is not always empty.
+            self._drain(_FIRST_DRAIN_WAIT if fresh else 0.0)
+            want = self._wanted(max_rows)
+            if self._targets is not None:
+                want = self._wait_available_now(want, max_rows)
+        except Exception as e:
+            if not _is_connection_error(e):
+                raise
+            self._lose_session(e)
+            return start if start is not None else self._current_session().planned_offset().to_dict()
+        total = sum(want.values())
+        if total == 0:
+            if start is not None:
+                return start
+            return self._session.planned_offset().to_dict()
+        for q, n in want.items():
+            if n:
+                self._session.buffers[q].plan(n)
+                if self._targets is not None:
+                    self._targets[q] = max(0, self._targets.get(q, 0) - n)
+        self._stats["planned"] += total
+        return self._session.planned_offset().to_dict()
+
+    def _wait_available_now(self, want: dict[str, int], max_rows: int | None) -> dict[str, int]:
+        """Trigger.AvailableNow: wait (bounded) until the batch can be full - the per-queue
+        targets or the row limit - so the run is not cut short by deliveries still in flight."""
+        idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
+        while True:
+            goal = fair_split({q: t for q, t in self._targets.items()}, max_rows)
+            if all(want.get(q, 0) >= g for q, g in goal.items()):
+                return want
+            if self._drain(timeout=0.05):
+                idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
+                want = self._wanted(max_rows)
+            elif time.monotonic() >= idle_deadline:
+                if not any(want.values()):
+                    log.warning("amqp source: Trigger.AvailableNow: %s snapshotted messages did "
+                                "not arrive within %.1fs; finishing", self._targets,
+                                self.options.available_now_idle_timeout)
+                    self._targets = {q: 0 for q in self._targets}
+                return want
+
+    def _ack_safely(self, off: SourceOffset) -> None:
+        try:
+            self._ack_upto(off)
+        except Exception as e:
+            if not _is_connection_error(e):
+                raise
+            self._lose_session(e)
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> list:
+        """Slice the deliveries planned in ``(start, end]`` into :class:`AmqpInputPartition`s.
+
+        A range of an earlier session yields ``[]`` (logged): those deliveries were never acked
+        and the broker redelivers them. Queues with more than ``maxMessagesPerPartition``
+        messages in the range are split into several partitions.
+        """
+        s_off = SourceOffset.from_dict(start)
+        e_off = SourceOffset.from_dict(end)
+        s = self._session
+        if s is None or e_off.session != s.id:
+            if s_off != e_off:
+                self._stats["replayed_ranges"] += 1
+                log.warning("amqp source: batch range %s -> %s was planned by an earlier session "
+                            "(restart or reconnect); its messages are redelivered by the broker "
+                            "into later batches", s_off.to_json(), e_off.to_json())
+            return []
+        parts: list[AmqpInputPartition] = []
+        step = self.options.max_messages_per_partition
+        for q, e in e_off.queues:
+            buf = s.buffers.get(q)
+            if buf is None:
+                continue
+            b = s_off.get(q, 0) if s_off.session == s.id else 0
+            if e <= b:
+                continue
+            ds = buf.slice(b, e)
+            for i in range(0, len(ds), step):
+                chunk = ds[i:i + step]
+                parts.append(AmqpInputPartition(
+                    s.id, pack_deliveries(q, b + i, chunk, self.options.include_headers)))
+        return parts
+
+    def read(self, partition: AmqpInputPartition) -> Iterator:
+        """Executor side: yield the partition's rows as Arrow record batches. No broker I/O."""
+        if partition.data is None:
+            return iter(())
+        return to_record_batches(partition.data)
+
+    # -- acks and shutdown -------------------------------------------------------------------
+
+    def commit(self, end: dict) -> None:
+        """Backstop: ack every delivery up to ``end`` (idempotent; usually already acked by the
+        ``latestOffset`` that followed the batch). Connection errors only end the session."""
+        if self._consumer is None:
+            return
+        self._ack_safely(SourceOffset.from_dict(end))
+
+    def stop(self) -> None:
+        """Cancel the consumers and close the connection. Deliveries not yet acked (the last
+        batch if it has no following trigger, and anything buffered) are requeued by the
+        broker."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+        log.info("amqp source stopped: %s", self._stats)

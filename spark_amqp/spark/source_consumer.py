@@ -1,0 +1,148 @@
+"""The driver's consumer: one connection, one channel per queue, manual acks (broker I/O).
+
+Used only by the stream reader in Spark's long-lived source runner process on the driver
+(never in ``__init__``, never on executors). Per queue: a channel, ``basic.qos(prefetch,
+global=False)`` (per consumer, RabbitMQ docs/consumer-prefetch.md), then ``basic.consume(no_ack=
+False)`` without a callback so the client buffers deliveries in the channel; the reader drains
+them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window above 65535 is realised
+by several consumers on the same channel (their deliveries still share the channel's tag
+sequence, so a ``multiple=True`` ack stays exact).
+
+The reader only uses the small interface below, so unit tests substitute a fake.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .options import SourceOptions
+
+__all__ = ["DriverConsumer", "QueueMissing", "ConsumerCancelled"]
+
+log = logging.getLogger("spark_amqp.spark.source")
+
+
+class QueueMissing(RuntimeError):
+    """A source queue does not exist (passive queue.declare answered 404 NOT_FOUND)."""
+
+
+class ConsumerCancelled(ConnectionError):
+    """The broker cancelled a consumer (``basic.cancel`` from the server, RabbitMQ
+    docs/consumer-cancel.md). An OSError so the reader handles it like a connection loss."""
+
+
+class DriverConsumer:
+    """Consume ``options.queues`` on one connection (see module doc).
+
+    Methods raise ``spark_amqp.client.ConnectionLost`` (socket loss / heartbeat timeout) or a
+    ``spark_amqp.protocol.errors.AMQPError`` subclass (broker closed the channel/connection);
+    the reader treats both as "session lost" and reconnects.
+    """
+
+    def __init__(self, options: SourceOptions):
+        self.options = options
+        self.conn: Any = None
+        self.channels: dict[str, Any] = {}
+        self.consumer_tags: dict[str, list[str]] = {}
+        #: queue -> message-count of the declare-ok answered before consuming (ready messages)
+        self.initial_counts: dict[str, int] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Connect, check or declare every queue, set QoS and start consuming.
+
+        Raises :class:`QueueMissing` when a queue does not exist and ``declare`` is false.
+        """
+        from spark_amqp.client import connect
+        from spark_amqp.protocol.errors import NotFound
+
+        o = self.options
+        self.conn = connect(o.uri, **o.client_kwargs())
+        try:
+            for q in o.queues:
+                ch = self.conn.channel()
+                try:
+                    if o.declare:
+                        ok = ch.queue_declare(q, durable=o.durable,
+                                              arguments=dict(o.queue_arguments) or None)
+                    else:
+                        ok = ch.queue_declare(q, passive=True)
+                    self.initial_counts[q] = int(ok.message_count)
+                except NotFound as e:
+                    raise QueueMissing(
+                        f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
+                        f"{e.reply_text}). Create it, or set option declare=true (with "
+                        "queueArguments/durable) to let the source declare it.") from e
+                ch.basic_qos(o.prefetch_per_consumer)
+                tags = [ch.basic_consume(q, no_ack=False) for _ in range(o.consumers_per_queue)]
+                self.channels[q] = ch
+                self.consumer_tags[q] = tags
+        except BaseException:
+            self.abort()
+            raise
+
+    def _where(self) -> str:
+        from urllib.parse import urlparse
+
+        u = urlparse(self.options.uri)
+        return f"{u.hostname}:{u.port or (5671 if u.scheme == 'amqps' else 5672)}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.conn is not None and bool(getattr(self.conn, "is_open", False))
+
+    def close(self) -> None:
+        """Cancel the consumers, close the channels and the connection; unacked deliveries are
+        requeued by the broker (AMQP 0-9-1 §1.8.3.3, basic.cancel; channel.close). Never raises."""
+        for q, ch in list(self.channels.items()):
+            try:
+                for tag in self.consumer_tags.get(q, ()):
+                    ch.basic_cancel(tag)
+                ch.close()
+            except Exception as e:  # noqa: BLE001 - best effort on shutdown
+                log.debug("closing channel of %s: %s", q, e)
+        self.abort()
+
+    def abort(self) -> None:
+        """Drop the connection without the polite handshake (after a failure). Never raises."""
+        conn, self.conn = self.conn, None
+        self.channels = {}
+        self.consumer_tags = {}
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as e:  # noqa: BLE001
+                log.debug("closing connection: %s", e)
+
+    # -- per-trigger calls -------------------------------------------------------------------
+
+    def drain(self, queue: str, timeout: float = 0.0) -> list:
+        """Deliveries of ``queue`` received since the last drain (waits up to ``timeout`` s
+        for the first one when none is buffered)."""
+        ch = self.channels[queue]
+        ds = ch.drain(None, timeout)
+        if getattr(ch, "cancelled_consumers", None):
+            # basic.cancel from the broker (RabbitMQ consumer-cancel notification, e.g. the queue
+            # was deleted): treat like a lost channel; the reconnect re-checks the queue.
+            raise ConsumerCancelled(
+                f"the broker cancelled the consumer of queue {queue!r} "
+                f"(tags {sorted(ch.cancelled_consumers)}); the queue may have been deleted")
+        return ds
+
+    def ack(self, queue: str, delivery_tag: int) -> None:
+        """``basic.ack(delivery_tag, multiple=True)`` on the queue's channel."""
+        self.channels[queue].basic_ack(delivery_tag, multiple=True)
+
+    def message_counts(self) -> dict[str, int]:
+        """Ready messages per queue (passive queue.declare message-count, §1.7.2.2): the
+        snapshot for Trigger.AvailableNow. Unacked deliveries are not counted by RabbitMQ."""
+        ch = self.conn.channel()
+        try:
+            return {q: ch.queue_declare(q, passive=True).message_count for q in self.options.queues}
+        finally:
+            try:
+                ch.close()
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,171 @@
+"""Helpers for the source's Spark tests: publish/inspect queues with pika (independent of our
+client), a TCP proxy whose connections can be cut, and a subprocess query runner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+import pika
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def pika_conn(url: str) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.URLParameters(url))
+
+
+def declare(url: str, queue: str, durable: bool = False, arguments=None) -> None:
+    with pika_conn(url) as c:
+        c.channel().queue_declare(queue, durable=durable, arguments=arguments)
+
+
+def publish(url: str, queue: str, bodies, props=None, persistent: bool = False) -> None:
+    """Publish ``bodies`` to ``queue`` via the default exchange, with publisher confirms."""
+    with pika_conn(url) as c:
+        ch = c.channel()
+        ch.confirm_delivery()
+        for i, b in enumerate(bodies):
+            p = props(i) if callable(props) else props
+            if p is None:
+                p = pika.BasicProperties(delivery_mode=2 if persistent else None)
+            ch.basic_publish("", queue, b, p)
+
+
+def message_count(url: str, queue: str) -> int:
+    """Ready messages (passive queue.declare message-count; unacked ones are not counted)."""
+    with pika_conn(url) as c:
+        return c.channel().queue_declare(queue, passive=True).method.message_count
+
+
+def consumer_count(url: str, queue: str) -> int:
+    with pika_conn(url) as c:
+        return c.channel().queue_declare(queue, passive=True).method.consumer_count
+
+
+def delete(url: str, *queues: str) -> None:
+    try:
+        with pika_conn(url) as c:
+            ch = c.channel()
+            for q in queues:
+                ch.queue_delete(q)
+    except Exception:  # noqa: BLE001 - cleanup
+        pass
+
+
+def wait_until(pred, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class CuttableProxy:
+    """A TCP forwarder to the broker; :meth:`cut` drops every open connection (like a network
+    failure), new connections keep working."""
+
+    def __init__(self, url: str):
+        u = urlparse(url)
+        self.target = (u.hostname, u.port or 5672)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        netloc = u.netloc.rsplit("@", 1)
+        auth = netloc[0] + "@" if len(netloc) == 2 else ""
+        self.url = urlunparse(u._replace(netloc=f"{auth}127.0.0.1:{self.port}"))
+        self.socks: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.server.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(self.target)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.socks += [c, b]
+                self.accepted += 1
+            for s, d in ((c, b), (b, c)):
+                threading.Thread(target=self._pump, args=(s, d), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.server.close()
+        self.cut()
+
+
+def start_runner(*args: str, log_path: Path) -> subprocess.Popen:
+    """Start tests/spark/source_query_runner.py in its own process group."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    logf = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, str(HERE / "source_query_runner.py"), *args],
+                            stdout=logf, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=str(ROOT))
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGKILL the runner and everything it started (JVM, Python workers)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=30)
+
+
+def fast_publish(url: str, queue: str, bodies, persistent: bool = False, chunk: int = 20000):
+    """Publish many bodies quickly with the project's client (publish_batch + confirms)."""
+    from spark_amqp.client import connect
+    from spark_amqp.protocol import BasicProperties
+
+    props = BasicProperties(delivery_mode=2) if persistent else None
+    bodies = list(bodies)
+    with connect(url) as conn:
+        ch = conn.channel()
+        ch.confirm_select()
+        for i in range(0, len(bodies), chunk):
+            ch.publish_batch([(b, "", queue, props) for b in bodies[i:i + chunk]])
+            ch.wait_for_confirms(timeout=120)

@@ -1,0 +1,241 @@
+"""The amqp streaming source end to end, against the embedded broker and RabbitMQ
+(`broker_url`), with the shared SparkSession. Semantics from issue 4, one test each."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pika
+import pytest
+from chispa import assert_df_equality
+
+from source_helpers import (CuttableProxy, consumer_count, declare, delete, kill_group,
+                            message_count, publish, start_runner, wait_until)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def queue(broker_url, unique):
+    names = []
+
+    def make(prefix="src", durable=False, arguments=None):
+        q = unique(prefix)
+        declare(broker_url, q, durable=durable, arguments=arguments)
+        names.append(q)
+        return q
+
+    yield make
+    delete(broker_url, *names)
+
+
+def _stream(spark, url, queues, **opts):
+    r = spark.readStream.format("amqp").option("uri", url).option("queues", ",".join(queues))
+    for k, v in opts.items():
+        r = r.option(k, str(v))
+    return r.load()
+
+
+def _run_available_now(spark, df, tmp_path, name):
+    q = (df.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+         .option("checkpointLocation", str(tmp_path / name)).start())
+    assert q.awaitTermination(120), "AvailableNow query did not finish"
+    assert q.exception() is None
+    return spark.table(name)
+
+
+def test_reads_messages_and_properties(spark, broker_url, queue, tmp_path):
+    q = queue()
+    props = lambda i: pika.BasicProperties(  # noqa: E731
+        content_type="text/plain", message_id=f"m{i}", delivery_mode=2, priority=i % 3,
+        correlation_id="c", timestamp=1700000000 + i, headers={"i": i, "n": {"a": [1]}},
+        app_id="tests", type="t")
+    publish(broker_url, q, [b"body-%d" % i for i in range(20)], props)
+    out = _run_available_now(spark, _stream(spark, broker_url, [q]), tmp_path, "props_q")
+    cols = ["body", "queue", "exchange", "routing_key", "redelivered", "offset", "content_type",
+            "message_id", "delivery_mode", "priority", "correlation_id", "app_id", "type"]
+    expected = spark.createDataFrame(
+        [(b"body-%d" % i, q, "", q, False, i, "text/plain", f"m{i}", 2, i % 3, "c", "tests", "t")
+         for i in range(20)], out.select(*cols).schema)
+    assert_df_equality(out.select(*cols), expected, ignore_row_order=True,
+                       ignore_nullable=True)
+    r = out.where("offset = 3").first()
+    assert r.headers == {"i": "3", "n": '{"a":[1]}'}
+    assert r.timestamp.timestamp() == 1700000003 and r.delivery_count is None
+    assert message_count(broker_url, q) == 0
+
+
+def test_multiple_queues_and_include_headers_false(spark, broker_url, queue, tmp_path):
+    a, b = queue("a"), queue("b")
+    hp = pika.BasicProperties(headers={"h": "v"})
+    publish(broker_url, a, [b"a%d" % i for i in range(30)], hp)
+    publish(broker_url, b, [b"b%d" % i for i in range(5)], hp)
+    df = _stream(spark, broker_url, [a, b], includeHeaders="false", maxMessagesPerTrigger=10)
+    out = _run_available_now(spark, df, tmp_path, "multi_q")
+    got = {(r.queue, bytes(r.body)) for r in out.collect()}
+    assert got == {(a, b"a%d" % i) for i in range(30)} | {(b, b"b%d" % i) for i in range(5)}
+    assert out.where("headers is not null").count() == 0
+    assert message_count(broker_url, a) == 0 and message_count(broker_url, b) == 0
+
+
+def test_ack_only_after_batch_is_in_commit_log(spark, broker_url, queue, tmp_path):
+    """Batch 1 runs and is committed, batch 2 is never planned (long trigger): its messages
+    are still unacked, so stopping the query requeues them all (redelivered)."""
+    q = queue()
+    publish(broker_url, q, [b"x%d" % i for i in range(10)])
+    sq = (_stream(spark, broker_url, [q]).writeStream.format("memory").queryName("ack_q")
+          .trigger(processingTime="1 hour").option("checkpointLocation", str(tmp_path / "c"))
+          .start())
+    try:
+        wait_until(lambda: spark.table("ack_q").count() == 10, 60, what="batch 1")
+        wait_until(lambda: sq.lastProgress and sq.lastProgress["numInputRows"] == 10, 30,
+                   what="batch 1 progress")
+        assert message_count(broker_url, q) == 0          # delivered, held by the source
+    finally:
+        sq.stop()
+    # commit log has batch 0, but no later latestOffset acked it: all requeued on stop()
+    wait_until(lambda: message_count(broker_url, q) == 10, 20, what="requeue after stop")
+    assert consumer_count(broker_url, q) == 0             # stop() cancelled/closed cleanly
+    assert (tmp_path / "c" / "commits" / "0").exists()
+
+
+def test_offsets_canonical_and_no_empty_batches_when_idle(spark, broker_url, queue, tmp_path):
+    q1, q2 = queue("z"), queue("a")
+    publish(broker_url, q1, [b"1"] * 3)
+    publish(broker_url, q2, [b"2"] * 2)
+    ck = tmp_path / "ck"
+    sq = (_stream(spark, broker_url, [q1, q2]).writeStream.format("noop")
+          .trigger(processingTime="200 milliseconds").option("checkpointLocation", str(ck))
+          .start())
+    try:
+        wait_until(lambda: (ck / "commits" / "0").exists(), 60, what="batch 0")
+        time.sleep(2.0)                                   # ~10 idle triggers
+        assert sorted(p.name for p in (ck / "offsets").iterdir()
+                      if not p.name.startswith(".")) == ["0"]
+        # the idle triggers acked batch 0 (latestOffset(start) acks before returning start)
+        assert message_count(broker_url, q1) == 0
+    finally:
+        sq.stop()
+    assert message_count(broker_url, q1) == 0 and message_count(broker_url, q2) == 0
+    line = (ck / "offsets" / "0").read_text().splitlines()[-1]
+    assert line == json.dumps(json.loads(line))           # what Spark stored, untouched
+    off = json.loads(line)
+    assert list(off) == ["queues", "session"] and list(off["queues"]) == sorted([q1, q2])
+    assert off["queues"] == {q1: 3, q2: 2}
+
+
+def test_restart_replays_as_redeliveries(spark, broker_url, queue, tmp_path):
+    """Batch 0 fails after it was planned (offset log, no commit log): the restarted query gets
+    an empty partition list for that range and reads the messages again as redeliveries."""
+    q = queue()
+    publish(broker_url, q, [b"r%d" % i for i in range(8)])
+    ck = str(tmp_path / "ck")
+
+    def boom(df, batch_id):
+        raise RuntimeError("sink failure")
+
+    sq = (_stream(spark, broker_url, [q]).writeStream.foreachBatch(boom)
+          .option("checkpointLocation", ck).start())
+    with pytest.raises(Exception):
+        sq.awaitTermination(60)
+    assert (Path(ck) / "offsets" / "0").exists() and not (Path(ck) / "commits" / "0").exists()
+    wait_until(lambda: message_count(broker_url, q) == 8, 20, what="requeue")
+    got = []
+
+    def collect(df, batch_id):
+        got.append((batch_id, [(bytes(r.body), r.redelivered) for r in df.collect()]))
+
+    sq = (_stream(spark, broker_url, [q]).writeStream.foreachBatch(collect)
+          .trigger(availableNow=True).option("checkpointLocation", ck).start())
+    assert sq.awaitTermination(120)
+    assert got[0] == (0, [])                              # the replayed range: empty
+    rows = [r for _, rs in got[1:] for r in rs]
+    assert sorted(rows) == sorted((b"r%d" % i, True) for i in range(8))
+    assert message_count(broker_url, q) == 0
+
+
+def test_connection_loss_keeps_query_running_nothing_lost(spark, broker_url, queue, tmp_path):
+    q = queue()
+    proxy = CuttableProxy(broker_url)
+    try:
+        sq = (_stream(spark, proxy.url, [q], maxMessagesPerTrigger=50).writeStream
+              .format("memory").queryName("loss_q").trigger(processingTime="200 milliseconds")
+              .option("checkpointLocation", str(tmp_path / "c")).start())
+        publish(broker_url, q, [b"a%03d" % i for i in range(100)])
+        wait_until(lambda: spark.table("loss_q").count() >= 50, 60, what="first batches")
+        proxy.cut()                                       # broker sees the connection drop
+        publish(broker_url, q, [b"b%03d" % i for i in range(100)])
+        wait_until(lambda: proxy.accepted >= 2, 60, what="reconnect")
+        want = {b"a%03d" % i for i in range(100)} | {b"b%03d" % i for i in range(100)}
+        wait_until(lambda: {bytes(r.body) for r in spark.table("loss_q").collect()} >= want,
+                   90, what="all messages after reconnect")
+        assert sq.isActive and sq.exception() is None
+        wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue drained")
+        sq.stop()
+    finally:
+        proxy.close()
+
+
+def test_available_now_reads_snapshot_then_stops(spark, broker_url, queue, tmp_path):
+    q = queue()
+    publish(broker_url, q, [b"s%d" % i for i in range(40)])
+    got = []
+
+    def collect(df, batch_id):
+        rows = [bytes(r.body) for r in df.collect()]
+        got.extend(rows)
+        if batch_id == 0:                                 # arrives after the snapshot
+            publish(broker_url, q, [b"late%d" % i for i in range(5)])
+
+    sq = (_stream(spark, broker_url, [q], maxMessagesPerTrigger=15).writeStream
+          .foreachBatch(collect).trigger(availableNow=True)
+          .option("checkpointLocation", str(tmp_path / "c")).start())
+    assert sq.awaitTermination(120)
+    assert sorted(got) == sorted(b"s%d" % i for i in range(40))
+    wait_until(lambda: message_count(broker_url, q) == 5, 20, what="late messages left")
+
+
+def test_bad_options_fail_at_load_naming_the_option(spark, broker_url):
+    with pytest.raises(Exception, match="prefetch"):
+        spark.readStream.format("amqp").option("queue", "q").option("prefetch", "lots").load()
+    with pytest.raises(Exception, match="Unknown option.*'qeue'"):
+        spark.readStream.format("amqp").option("qeue", "q").load()
+    with pytest.raises(Exception, match="needs option 'queue'"):
+        spark.readStream.format("amqp").load()
+
+
+def test_missing_queue_fails_the_query_clearly(spark, broker_url, unique, tmp_path):
+    df = _stream(spark, broker_url, [unique("missing")])
+    sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
+    with pytest.raises(Exception, match="does not exist.*declare=true"):
+        sq.awaitTermination(60)
+
+
+def test_user_schema_is_rejected(spark, broker_url, tmp_path):
+    df = (spark.readStream.format("amqp").schema("value string").option("uri", broker_url)
+          .option("queue", "q").load())
+    sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
+    with pytest.raises(Exception, match="fixed schema"):
+        sq.awaitTermination(60)
+
+
+def test_idle_query_acks_last_batch_within_one_trigger(broker_url, queue, tmp_path):
+    """Subprocess query: one batch, then idle; SIGKILL after one more trigger: the batch was
+    acked by the idle trigger's latestOffset, so nothing comes back to the queue."""
+    q = queue()
+    publish(broker_url, q, [b"k%d" % i for i in range(25)])
+    markers = tmp_path / "m"
+    p = start_runner(broker_url, q, str(tmp_path / "ck"), str(tmp_path / "out"), str(markers),
+                     "1 second", log_path=tmp_path / "runner.log")
+    try:
+        wait_until(lambda: (markers / "batch-0").exists() or p.poll() is not None, 120,
+                   what="batch 0 in the subprocess")
+        assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
+        time.sleep(2.5)                                   # > one trigger interval
+    finally:
+        kill_group(p)
+    time.sleep(1.0)
+    assert message_count(broker_url, q) == 0
+    assert consumer_count(broker_url, q) == 0

@@ -1,0 +1,344 @@
+"""Unit tests of the amqp source's pure parts: options, offsets, buffers, planning, acks, Arrow.
+
+The reader runs against tests/spark/fakes.py (no broker, no SparkSession).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pickle
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, strategies as st
+
+from spark_amqp.protocol import BasicProperties
+from spark_amqp.spark import schema as S
+from spark_amqp.spark.arrow import pack_deliveries, render_header_value, to_record_batches
+from spark_amqp.spark.options import parse_source_options
+from spark_amqp.spark.source import AmqpInputPartition, AmqpStreamReader
+from spark_amqp.spark.source_buffer import QueueBuffer, fair_split
+from spark_amqp.spark.source_offsets import SourceOffset
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from source_fakes import FakeBroker, FakeDelivery
+
+
+# ------------------------------------------------------------------------------ schema
+
+def test_arrow_schema_is_exactly_what_spark_checks():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(S.source_schema(), timezone="UTC").equals(S.arrow_schema())
+    assert S.source_schema().fieldNames() == list(S.COLUMNS)
+
+
+def test_user_schema_rejected_with_clear_error():
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    S.check_user_schema(None)
+    S.check_user_schema(S.source_schema())
+    with pytest.raises(ValueError, match="fixed schema.*column 0 is `value` string"):
+        S.check_user_schema(StructType([StructField("value", StringType())]))
+
+
+# ------------------------------------------------------------------------------ options
+
+def test_options_defaults_and_prefetch_derivation():
+    o = parse_source_options({"queue": "a"})
+    assert o.queues == ("a",) and o.uri.startswith("amqp://") and o.prefetch == 20000
+    assert o.include_headers and not o.declare and o.max_messages_per_trigger is None
+    o = parse_source_options({"queues": "a, b", "maxmessagespertrigger": "100000"})
+    assert o.queues == ("a", "b") and o.per_queue_trigger_share == 50000
+    assert o.prefetch == 100000 and o.consumers_per_queue == 2
+    assert o.prefetch_per_consumer == 50000
+    assert parse_source_options({"queue": "a", "prefetch": "0"}).consumers_per_queue == 1
+    o = parse_source_options({"queue": "q", "queuearguments": '{"x-queue-type": "quorum"}',
+                              "declare": "TRUE", "verify": "verify_none", "heartbeat": "10"})
+    assert o.queue_arguments == {"x-queue-type": "quorum"} and o.declare
+    assert o.client_kwargs() == {"verify": False, "heartbeat": 10}
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({}, "needs option 'queue'"),
+    ({"queue": "a", "queues": "b"}, "exclusive"),
+    ({"queues": "a,,b"}, "option 'queues'"),
+    ({"queues": "a,a"}, "listed twice"),
+    ({"queue": "a", "bogus": "1"}, "Unknown option.*'bogus'"),
+    ({"queue": "a", "uri": "http://x"}, "option 'uri'"),
+    ({"queue": "a", "prefetch": "-1"}, "option 'prefetch'"),
+    ({"queue": "a", "maxmessagespertrigger": "0"}, "option 'maxMessagesPerTrigger'"),
+    ({"queue": "a", "maxmessagesperpartition": "x"}, "option 'maxMessagesPerPartition'"),
+    ({"queue": "a", "includeheaders": "yes"}, "option 'includeHeaders'.*true or false"),
+    ({"queue": "a", "queuearguments": "[1]"}, "option 'queueArguments'"),
+    ({"queue": "a", "queuearguments": "{bad"}, "option 'queueArguments'"),
+    ({"queue": "a", "verify": "maybe"}, "option 'verify'"),
+    ({"queue": "a", "maxmessagespertrigger": "1000", "prefetch": "10"}, "option 'prefetch'.*stalls"),
+])
+def test_bad_options_name_the_option(opts, match):
+    with pytest.raises(ValueError, match=match):
+        parse_source_options(opts)
+
+
+# ------------------------------------------------------------------------------ offsets
+
+def test_offsets_are_canonical():
+    a = SourceOffset.make("s", {"zeta": 2, "alpha": 1})
+    b = SourceOffset.from_dict(json.dumps({"session": "s", "queues": {"alpha": 1, "zeta": 2}}))
+    assert a == b
+    assert json.dumps(a.to_dict()) == '{"queues": {"alpha": 1, "zeta": 2}, "session": "s"}'
+    assert a.get("zeta") == 2 and a.get("nope") == 0
+    with pytest.raises(ValueError, match="not written by the amqp source"):
+        SourceOffset.from_dict({"0": 5})
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=5), st.integers(0, 10**9), min_size=1))
+def test_offset_json_round_trip(queues):
+    off = SourceOffset.make("sess", queues)
+    assert SourceOffset.from_dict(json.loads(json.dumps(off.to_dict()))) == off
+    assert json.dumps(SourceOffset.make("sess", dict(reversed(list(queues.items())))).to_dict()) \
+        == json.dumps(off.to_dict())
+
+
+# ------------------------------------------------------------------------------ buffer / split
+
+def test_queue_buffer_plan_slice_ack():
+    b = QueueBuffer("q")
+    b.add([FakeDelivery(b"%d" % i, i + 1) for i in range(10)])
+    assert b.plan(4) == 4 and b.unplanned == 6
+    assert [d.body for d in b.slice(1, 4)] == [b"1", b"2", b"3"]
+    assert b.ack_upto(3) == 3 and b.ack_upto(3) is None     # idempotent
+    assert b.ack_upto(9) == 4                                  # clamped to planned
+    with pytest.raises(LookupError):
+        b.slice(0, 4)
+    assert b.drop_unplanned() == 6 and b.received == 4
+
+
+@given(st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 1000)),
+       st.one_of(st.none(), st.integers(0, 3000)))
+def test_fair_split_properties(avail, limit):
+    out = fair_split(avail, limit)
+    assert set(out) == set(avail)
+    assert all(0 <= out[q] <= avail[q] for q in avail)
+    if limit is None:
+        assert out == avail
+    else:
+        assert sum(out.values()) == min(limit, sum(avail.values()))
+        # fairness: a queue below its fair share only if it has nothing more
+        fair = limit // max(1, len(avail))
+        assert all(out[q] >= min(avail[q], fair) for q in avail)
+
+
+# ------------------------------------------------------------------------------ arrow
+
+def _props(**kw):
+    return BasicProperties(**kw)
+
+
+def test_pack_and_record_batches_exact_schema_and_values():
+    ds = [
+        FakeDelivery(b"one", 1, "ex", "rk.1", False, _props(
+            content_type="application/json", delivery_mode=2, priority=3, message_id="m1",
+            timestamp=1700000000, headers={"k": "v", "n": 5, "nested": {"a": [1, "x"]},
+                                           "flag": True, "dec": Decimal("1.50"),
+                                           "raw": b"\xff\x00", "void": None,
+                                           "x-delivery-count": 2})),
+        FakeDelivery(bytearray(b"two"), 2, "ex", "rk.2", True, _props()),
+    ]
+    packed = pack_deliveries("orders", 40, ds, include_headers=True)
+    part = pickle.loads(pickle.dumps(AmqpInputPartition("sess", packed)))
+    [batch] = list(to_record_batches(part.data))
+    assert batch.schema.equals(S.arrow_schema())
+    rows = batch.to_pylist()
+    assert [r["body"] for r in rows] == [b"one", b"two"]
+    assert [r["offset"] for r in rows] == [40, 41] and rows[0]["queue"] == "orders"
+    assert rows[0]["exchange"] == "ex" and [r["routing_key"] for r in rows] == ["rk.1", "rk.2"]
+    assert [r["redelivered"] for r in rows] == [False, True]
+    assert rows[0]["timestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
+    assert rows[1]["timestamp"] is None and rows[1]["headers"] is None
+    h = dict(rows[0]["headers"])
+    assert h["k"] == "v" and h["n"] == "5" and h["flag"] == "true" and h["dec"] == "1.50"
+    assert json.loads(h["nested"]) == {"a": [1, "x"]} and h["void"] is None
+    assert h["raw"] == "/wA="                           # not UTF-8 -> base64
+    assert rows[0]["delivery_count"] == 2 and rows[1]["delivery_count"] is None
+    assert rows[0]["delivery_mode"] == 2 and rows[0]["priority"] == 3
+    assert rows[0]["content_type"] == "application/json" and rows[0]["message_id"] == "m1"
+
+    no_headers = pack_deliveries("orders", 0, ds, include_headers=False)
+    [b2] = list(to_record_batches(no_headers))
+    assert b2.column("headers").null_count == 2
+    assert b2.column("delivery_count").to_pylist() == [2, None]
+
+
+def test_constant_columns_and_slicing():
+    ds = [FakeDelivery(b"x" * 10, i + 1, "", "q", False, _props(app_id="a")) for i in range(50)]
+    packed = pack_deliveries("q", 0, ds, include_headers=True)
+    batches = list(to_record_batches(packed, max_rows=16))
+    assert [b.num_rows for b in batches] == [16, 16, 16, 2]
+    assert all(b.schema.equals(S.arrow_schema()) for b in batches)
+    assert batches[0].column("app_id").to_pylist()[0] == "a"
+    assert batches[3].column("offset").to_pylist() == [48, 49]
+
+
+def test_render_header_value():
+    assert render_header_value(dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)) == \
+        "2020-01-01T00:00:00+00:00"
+    assert render_header_value([1, {"b": b"x"}]) == '[1,{"b":"x"}]'
+    assert render_header_value(1.5) == "1.5"
+
+
+# ------------------------------------------------------------------------------ reader
+
+def _reader(broker, **opts):
+    options = parse_source_options({"queues": ",".join(broker.ready), **opts})
+    return AmqpStreamReader(options, consumer_factory=broker.factory)
+
+
+def _rows(reader, start, end):
+    out = []
+    for p in reader.partitions(start, end):
+        p = pickle.loads(pickle.dumps(p))   # as Spark ships it
+        for b in reader.read(p):
+            out += b.to_pylist()
+    return out
+
+
+def test_reader_init_does_no_io_and_pickles_small():
+    broker = FakeBroker(["a"])
+    r = _reader(broker)
+    assert broker.consumers == []
+    r.initialOffset()
+    assert broker.consumers == []
+    r2 = pickle.loads(pickle.dumps(r))
+    assert r2.options == r.options and r2._consumer is None
+
+
+def test_ack_only_after_the_next_latest_offset_and_commit_backstop():
+    broker = FakeBroker(["a", "b"])
+    for i in range(5):
+        broker.publish("a", b"a%d" % i)
+        broker.publish("b", b"b%d" % i)
+    r = _reader(broker)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end != start and SourceOffset.from_dict(end).as_map() == {"a": 5, "b": 5}
+    rows = _rows(r, start, end)
+    assert sorted(x["body"] for x in rows) == sorted([b"a%d" % i for i in range(5)] +
+                                                      [b"b%d" % i for i in range(5)])
+    assert broker.acked == {"a": [], "b": []}           # batch 1 planned, not yet acked
+    # idle trigger: acks batch 1 and returns start unchanged (same JSON string)
+    again = r.latestOffset(end, ReadAllAvailable())
+    assert json.dumps(again) == json.dumps(end)
+    assert len(broker.acked["a"]) == 5 and len(broker.acked["b"]) == 5
+    c = broker.consumers[0]
+    assert c.acks == [("a", 5), ("b", 5)]
+    r.commit(end)                                        # idempotent backstop: no second ack
+    assert c.acks == [("a", 5), ("b", 5)]
+    r.stop()
+    assert c.closed_politely
+
+
+def test_commit_acks_when_latest_offset_was_not_called():
+    broker = FakeBroker(["a"])
+    for i in range(3):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker)
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadAllAvailable())
+    r.commit(e)
+    assert broker.acked["a"] == [b"0", b"1", b"2"]
+
+
+def test_read_max_rows_split_fairly_and_partition_split():
+    broker = FakeBroker(["a", "b"])
+    for i in range(100):
+        broker.publish("a", b"a")
+    for i in range(10):
+        broker.publish("b", b"b")
+    r = _reader(broker, maxMessagesPerTrigger="60", maxMessagesPerPartition="20", prefetch="200")
+    assert r.getDefaultReadLimit() == ReadMaxRows(60)
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadMaxRows(60))
+    assert SourceOffset.from_dict(e).as_map() == {"a": 50, "b": 10}
+    parts = r.partitions(s, e)
+    assert sorted((p.data.queue, p.data.start, p.data.n) for p in parts) == [
+        ("a", 0, 20), ("a", 20, 20), ("a", 40, 10), ("b", 0, 10)]
+    e2 = r.latestOffset(e, ReadMaxRows(60))
+    assert SourceOffset.from_dict(e2).as_map() == {"a": 100, "b": 10}
+    assert [x["offset"] for x in _rows(r, e, e2)] == list(range(50, 100))
+    assert r.latestOffset(e2, ReadAllAvailable()) == e2
+    assert len(broker.acked["a"]) == 100
+
+
+def test_restart_replay_range_of_earlier_session_is_empty_then_redelivered():
+    broker = FakeBroker(["a"])
+    for i in range(4):
+        broker.publish("a", b"%d" % i)
+    r1 = _reader(broker)
+    s = r1.initialOffset()
+    e = r1.latestOffset(s, ReadAllAvailable())
+    broker.consumers[0].kill()                 # driver crash: batch planned, never acked
+    r2 = _reader(broker)                       # restart from the checkpoint (offset log has e)
+    assert r2.partitions(s, e) == []           # replaying the old session's range: nothing
+    e2 = r2.latestOffset(e, ReadAllAvailable())
+    assert SourceOffset.from_dict(e2).session != SourceOffset.from_dict(e).session
+    rows = _rows(r2, e, e2)
+    assert [x["body"] for x in rows] == [b"0", b"1", b"2", b"3"]
+    assert all(x["redelivered"] for x in rows) and [x["offset"] for x in rows] == [0, 1, 2, 3]
+    r2.latestOffset(e2, ReadAllAvailable())
+    assert broker.acked["a"] == [b"0", b"1", b"2", b"3"]
+
+
+def test_connection_loss_new_session_never_acks_old_tags():
+    broker = FakeBroker(["a"])
+    for i in range(3):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker)
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadAllAvailable())
+    assert len(_rows(r, s, e1)) == 3
+    c1 = broker.consumers[0]
+    c1.kill()                                  # lost after batch 1 ran, before its ack
+    broker.publish("a", b"3")
+    assert r.latestOffset(e1, ReadAllAvailable()) == e1   # loss detected, no data this trigger
+    r._next_attempt = 0                        # skip the backoff
+    e2 = r.latestOffset(e1, ReadAllAvailable())
+    assert len(broker.consumers) == 2 and c1.acks == []
+    rows = _rows(r, e1, e2)
+    assert [x["body"] for x in rows] == [b"0", b"1", b"2", b"3"]
+    assert [x["redelivered"] for x in rows] == [True, True, True, False]
+    assert r.partitions(s, e1) == []           # old session's range is gone
+    r.latestOffset(e2, ReadAllAvailable())
+    assert broker.acked["a"] == [b"0", b"1", b"2", b"3"]
+
+
+def test_first_connection_error_propagates():
+    broker = FakeBroker(["a"])
+    broker.fail_open = ConnectionRefusedError("refused")
+    r = _reader(broker)
+    with pytest.raises(ConnectionRefusedError):
+        r.latestOffset(r.initialOffset(), ReadAllAvailable())
+
+
+def test_available_now_plans_only_the_snapshot():
+    broker = FakeBroker(["a", "b"])
+    for i in range(7):
+        broker.publish("a", b"a")
+    broker.publish("b", b"b")
+    r = _reader(broker, maxMessagesPerTrigger="4", availableNowIdleTimeout="0.2")
+    r.prepareForTriggerAvailableNow()
+    for i in range(5):
+        broker.publish("a", b"late")           # after the snapshot: not in this run
+    s = r.initialOffset()
+    ends = [s]
+    while True:
+        e = r.latestOffset(ends[-1], ReadMaxRows(4))
+        if e == ends[-1]:
+            break
+        ends.append(e)
+    assert SourceOffset.from_dict(ends[-1]).as_map() == {"a": 7, "b": 1}
+    assert len(ends) == 3                      # 4 (a3+b1), then 4 (a4)
+    assert len(broker.acked["a"]) == 7 and broker.acked["b"] == [b"b"]
+    r.stop()
+    assert [b for b, _, _ in broker.ready["a"]][-5:] == [b"late"] * 5
