@@ -1,0 +1,48 @@
+"""``spark-amqp broker``: run the embedded AMQP 0-9-1 broker in the foreground.
+
+Calls :func:`spark_amqp.broker.server.serve` (blocking) until SIGINT/SIGTERM, logging to
+stderr. A port that is already bound, a broker that cannot start and a bad config file each
+give a one-line ``Error: ...`` and exit status 1 (as ``rabbitmq-server`` refuses to start on a
+busy port), not a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (0.0.0.0 for all).")
+@click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port (0 = any free port; the log says which).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for durable queues/messages (default: from --config, else in memory).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="Broker config (TOML: users, vhosts, limits, data dir); e.g. conf/broker.toml.")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def broker(host: str, port: int, data_dir: Path | None, config_path: Path | None,
+           verbose: bool) -> None:
+    """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
+
+    Clients connect with amqp://guest:guest@HOST:PORT/%2F unless the config says otherwise.
+    """
+    if config_path is not None and not config_path.is_file():
+        raise click.BadParameter(f"no such file: {config_path}", param_hint="--config")
+    from ..broker.config import ConfigError
+    from ..broker.server import BrokerError, serve
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        serve(host, port, str(data_dir) if data_dir else None,
+              str(config_path) if config_path else None)
+    except KeyboardInterrupt:
+        pass
+    except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
+        text = str(exc).strip().splitlines()
+        raise click.ClickException(text[0] if text else f"cannot listen on {host}:{port}") from exc

@@ -1,0 +1,59 @@
+"""Plumbing shared by the ``spark-amqp`` subcommands: the ``--uri`` option and error reporting.
+
+Every subcommand that talks to a broker takes ``--uri`` (default: ``$SPARK_AMQP_URI``, else
+RabbitMQ's default ``amqp://guest:guest@127.0.0.1:5672/%2F``; the URI format is RabbitMQ's,
+https://www.rabbitmq.com/docs/uri-spec). Broker and network errors become a one-line
+``Error: ...`` on stderr and exit status 1 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import click
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def uri_option(f):
+    """Add ``--uri`` (envvar ``SPARK_AMQP_URI``) to a click command."""
+    return click.option(
+        "--uri", default=lambda: os.environ.get("SPARK_AMQP_URI", DEFAULT_URI),
+        show_default="$SPARK_AMQP_URI or " + DEFAULT_URI,
+        help="AMQP URI of the broker (amqp://user:pass@host:port/vhost; amqps:// for TLS).")(f)
+
+
+def redact(uri: str) -> str:
+    """``uri`` with the password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextlib.contextmanager
+def broker_errors(uri: str):
+    """Turn AMQP and connection errors raised inside the block into ``click.ClickException``.
+
+    ``AMQPError`` subclasses keep their reply code and text (e.g. ``NOT_FOUND (404): no queue
+    'x' in vhost '/'``); ``OSError`` (refused connection, lost socket) says which broker
+    could not be reached and what to do.
+    """
+    from ..client.errors import ClientError
+    from ..protocol.errors import AMQPError
+
+    try:
+        yield
+    except AMQPError as exc:
+        raise click.ClickException(
+            f"the broker at {redact(uri)} refused: {type(exc).__name__} "
+            f"({exc.reply_code}): {exc.reply_text}") from exc
+    except (OSError, TimeoutError) as exc:
+        text = str(exc) or type(exc).__name__
+        hint = ("" if isinstance(exc, ClientError) or "broker runs" in text else
+                " (is it running? pass --uri, or start one with `spark-amqp broker`)")
+        raise click.ClickException(
+            f"cannot talk to the broker at {redact(uri)}: {text}{hint}") from exc

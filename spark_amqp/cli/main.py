@@ -1,0 +1,37 @@
+"""The ``spark-amqp`` command (also ``python -m spark_amqp``): a click group.
+
+Subcommands, one per module:
+
+- ``broker``  (:mod:`.broker`)  run the embedded AMQP 0-9-1 broker in the foreground;
+- ``publish`` (:mod:`.publish`) publish lines / JSON lines / the NYC flights under confirms;
+- ``consume`` (:mod:`.consume`) print or count the messages of a queue.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .broker import broker
+from .consume import consume
+from .publish import publish
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="spark-amqp")
+def cli() -> None:
+    """spark-amqp: an embedded AMQP 0-9-1 broker and tools around the Spark `amqp` source/sink."""
+
+
+cli.add_command(broker)
+cli.add_command(publish)
+cli.add_command(consume)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``spark-amqp``); ``argv`` defaults to ``sys.argv[1:]``."""
+    cli.main(args=argv, prog_name="spark-amqp")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

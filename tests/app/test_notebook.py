@@ -1,0 +1,42 @@
+"""notebooks/explore.ipynb runs top to bottom (nbclient, the venv's python3 kernel), on a few
+thousand flights and the embedded broker, so the notebook cannot rot."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
+
+
+def test_explore_notebook_runs(monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    # The kernel must be this interpreter (the venv), whatever kernelspecs the machine has:
+    # jupyter_client substitutes sys.executable for "python" in the native python3 kernelspec.
+    # The kernel inherits this environment.
+    monkeypatch.setenv("EXPLORE_FLIGHTS", "3000")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    monkeypatch.delenv("SPARK_AMQP_URI", raising=False)  # the embedded broker
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client.execute()
+
+    text = "\n".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+        if o.get("output_type") == "stream")
+    assert "published 3,000 flights" in text
+    assert "3,000 flights" in text and "cancelled" in text
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 2, "the delay histogram and the worst-windows chart"
+    assert text.rstrip().endswith("done")
