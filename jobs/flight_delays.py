@@ -13,7 +13,8 @@ Every micro-batch (``foreachBatch``) writes its closed windows to parquet under
 ``OUTPUT/windows/batch_id=<n>/`` (overwritten if Spark replays the batch, so the output is
 idempotent) and publishes one JSON alert per window whose mean delay exceeds ``--threshold``
 minutes to the ``alerts`` topic exchange with routing key ``delay.<origin>.<carrier>``, with
-the ``amqp`` sink. Per-batch progress (input rows, rows/s, watermark) is logged from a
+the ``amqp`` sink (message id ``delay-<origin>-<carrier>-<yyyyMMddTHHmm>``, so the
+duplicates of a replayed batch can be dropped). Per-batch progress (input rows, rows/s, watermark) is logged from a
 ``StreamingQueryListener``.
 
 Event time, the watermark and complete results
@@ -177,7 +178,9 @@ def alert_messages(windows, threshold: float):
     """Rows for the ``amqp`` sink: one JSON alert per window with mean delay > ``threshold``.
 
     Columns ``routing_key`` (``delay.<origin>.<carrier>``), ``body`` (JSON string),
-    ``content_type``, ``type`` (``delay-alert``).
+    ``content_type``, ``type`` (``delay-alert``) and ``message_id``
+    (``delay-<origin>-<carrier>-<window start>``): one id per window, so a consumer can drop
+    the duplicates a replayed micro-batch publishes (the sink is at-least-once).
     """
     from pyspark.sql import functions as F
 
@@ -191,7 +194,9 @@ def alert_messages(windows, threshold: float):
                         F.round("mean_dep_delay", 1).alias("mean_dep_delay"),
                         "p90_dep_delay", F.lit(threshold).alias("threshold"))).alias("body"),
                     F.lit("application/json").alias("content_type"),
-                    F.lit("delay-alert").alias("type")))
+                    F.lit("delay-alert").alias("type"),
+                    F.concat_ws("-", F.lit("delay"), "origin", "carrier",
+                                F.date_format("window_start", "yyyyMMdd'T'HHmm")).alias("message_id")))
 
 
 @dataclass
@@ -208,11 +213,20 @@ class JobResult:
     progress: list = field(default_factory=list)
 
 
-def _progress_listener(log_every: float):
-    """A StreamingQueryListener that logs input rows, rows/s and the watermark per batch."""
+def _progress_listener():
+    """A StreamingQueryListener that logs input rows, rows/s and the watermark per batch.
+
+    Its ``terminated`` event is set once Spark's listener bus has delivered the query's
+    termination: remove the listener only after that, or the bus may call into a Python
+    process that is gone (a py4j "Connection reset" error at exit).
+    """
+    import threading
+
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressLogger(StreamingQueryListener):
+        terminated = threading.Event()
+
         def onQueryStarted(self, event):
             log.info("query started (id %s)", event.id)
 
@@ -231,6 +245,7 @@ def _progress_listener(log_every: float):
 
         def onQueryTerminated(self, event):
             log.info("query terminated%s", f": {event.exception}" if event.exception else "")
+            self.terminated.set()
 
     return ProgressLogger()
 
@@ -260,25 +275,28 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     windows = window_aggregates(reader.load(), watermark)
 
     def write_batch(batch_df, batch_id: int) -> None:
-        rows = result_rows(batch_df).persist()
-        try:
-            n = rows.count()
-            if n:
-                rows.write.mode("overwrite").parquet(f"{output}/windows/batch_id={batch_id}")
-                alerts = alert_messages(rows, threshold).persist()
-                n_alerts = alerts.count()
-                if n_alerts:
-                    (alerts.write.format("amqp").option("uri", uri)
-                     .option("exchange", alerts_exchange).mode("append").save())
-                alerts.unpersist()
-                result.alerts += n_alerts
-                result.windows += n
-                log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
-                         batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
-        finally:
-            rows.unpersist()
+        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
+        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
+        # batch's messages to the executors again (they travel inside the source partitions).
+        path = f"{output}/windows/batch_id={batch_id}"
+        result_rows(batch_df).write.mode("overwrite").parquet(path)
+        written = batch_df.sparkSession.read.parquet(path)
+        n = written.count()
+        if not n:
+            return
+        alerts = alert_messages(written, threshold).cache()
+        n_alerts = alerts.count()
+        if n_alerts:
+            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
+             .option("declareExchange", "true").option("exchangeType", "topic")
+             .mode("append").save())
+        alerts.unpersist()
+        result.alerts += n_alerts
+        result.windows += n
+        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
+                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
 
-    listener = _progress_listener(interval)
+    listener = _progress_listener()
     spark.streams.addListener(listener)
     writer = (windows.writeStream.queryName("flight_delays").outputMode("append")
               .foreachBatch(write_batch).option("checkpointLocation", checkpoint))
@@ -299,6 +317,7 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     finally:
         if query.isActive:
             query.stop()
+        listener.terminated.wait(30)
         spark.streams.removeListener(listener)
     result.seconds = time.monotonic() - started
     seen = {}
@@ -411,6 +430,7 @@ def demo(args) -> int:
     from spark_amqp.client import connect
 
     broker = None
+    spark = None
     uri = args.uri
     if uri is None:
         from spark_amqp import EmbeddedBroker
@@ -448,6 +468,8 @@ def demo(args) -> int:
                            args.threshold, args.alerts_exchange, args.alerts_queue)
         return 0 if ok else 1
     finally:
+        if spark is not None:
+            spark.stop()
         if broker is not None:
             broker.stop()
         if tmp is not None and not args.keep_output:
@@ -528,6 +550,7 @@ def main(argv=None) -> int:
              f"{result.consumed:,}", result.batches, f"{result.windows:,}",
              f"{result.alerts:,}", result.seconds)
     write_json_result(args.json_result, result)
+    spark.stop()
     return 0
 
 

@@ -183,7 +183,11 @@ class Channel:
         self._route(x, m, mandatory)
 
     def _route(self, x, m: Message, mandatory: bool) -> None:
-        queues = self.vhost.route(x, m.routing_key, m)
+        p = m._props
+        if p is not None and p.headers and ("CC" in p.headers or "BCC" in p.headers):
+            queues = self.vhost.route_with_cc(x, m.routing_key, m)
+        else:
+            queues = self.vhost.route(x, m.routing_key, m)
         if not queues:
             if mandatory:
                 self._return(m, 312, "NO_ROUTE")
@@ -266,7 +270,7 @@ class Channel:
         for _, (m, q, c) in entries:
             if c is not None:
                 c.unacked -= 1
-            self.unacked_count -= 1
+                self.unacked_count -= 1
             if requeue is None:
                 q.settle(m)
             elif requeue and not q.deleted:
@@ -348,6 +352,8 @@ class Channel:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", cid, mid)
         if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
             raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
+        if q.quorum and self.prefetch_global:
+            raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
         args = method.arguments or {}
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
         c.tag_enc = shortstr(tag)
@@ -383,8 +389,8 @@ class Channel:
         if method.no_ack:
             q._forget(m)
         else:
+            # RabbitMQ 3.10: basic.get messages do not count against the channel's prefetch
             self.unacked[tag] = (m, q, None)
-            self.unacked_count += 1
             q.unacked_count += 1
         props_raw = _with_delivery_count(m) if q.quorum else m.props_raw
         payload = b"".join((_GETOK_ID, _P_QB(tag, m.redelivered), m.enc, _P_GETOK_TAIL(q.message_count)))
@@ -412,7 +418,11 @@ class Channel:
         self.tx_publishes, self.tx_acks = [], []
         ticket = 0
         for x, m, mandatory in pubs:
-            queues = self.vhost.route(x, m.routing_key, m)
+            p = m._props
+            if p is not None and p.headers and ("CC" in p.headers or "BCC" in p.headers):
+                queues = self.vhost.route_with_cc(x, m.routing_key, m)
+            else:
+                queues = self.vhost.route(x, m.routing_key, m)
             if not queues:
                 if mandatory:
                     self._return(m, 312, "NO_ROUTE")

@@ -230,7 +230,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 if size < 4:
                     raise FrameError(f"method frame of {size} bytes is too short")
                 if chan in content:
-                    raise UnexpectedFrame(f"method frame on channel {chan} while a content message was incomplete")
+                    raise UnexpectedFrame(f"method frame on channel {chan} while a content message was incomplete", 60, 40)
                 idx = _unpack_u32(buf, start)[0]
                 if idx == _PUBLISH and chan in channels:
                     # basic.publish: reserved-1 short, exchange shortstr, routing-key shortstr, bits
@@ -290,7 +290,14 @@ class AMQPServerProtocol(asyncio.Protocol):
                 if cls is None:
                     raise CommandInvalid(f"unknown method: class {idx >> 16}, method {idx & 0xFFFF}",
                                          idx >> 16, idx & 0xFFFF)
-                method = cls.decode(buf, start + 4, end)
+                try:
+                    method = cls.decode(buf, start + 4, end)
+                except AMQPError as exc:
+                    if not exc.class_id:
+                        exc.class_id, exc.method_id = cls.CLASS_ID, cls.METHOD_ID
+                    if exc.reply_code == 502 and "truncat" in exc.reply_text:
+                        raise FrameError(f"cannot decode {cls.NAME}: {exc.reply_text}", cls.CLASS_ID, cls.METHOD_ID) from None
+                    raise
                 if cls.has_content:
                     if idx != _PUBLISH:
                         raise CommandInvalid(f"{cls.NAME} may not be sent by a client", cls.CLASS_ID, cls.METHOD_ID)
@@ -302,14 +309,16 @@ class AMQPServerProtocol(asyncio.Protocol):
                     return n
             elif ftype == 3:
                 c = content.get(chan)
-                if c is None or c[6] < 0:
+                if c is None:
                     raise UnexpectedFrame(f"content body frame on channel {chan} without a content header")
+                if c[6] < 0:
+                    raise UnexpectedFrame(f"content body frame on channel {chan} instead of the content header", 60, 40)
                 if size:
                     c[7].append(buf[start:end])
                     c[8] += size
                 if c[8] >= c[6]:
                     if c[8] > c[6]:
-                        raise UnexpectedFrame(f"content body on channel {chan} is longer than announced")
+                        raise UnexpectedFrame(f"content body on channel {chan} is longer than announced", 60, 40)
                     del content[chan]
                     parts = c[7]
                     self._publish(chan, c, parts[0] if len(parts) == 1 else b"".join(parts))
@@ -321,7 +330,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                     raise FrameError(f"content header frame of {size} bytes is too short")
                 class_id, weight, body_size = _unpack_hdr(buf, start)
                 if class_id != 60:
-                    raise UnexpectedFrame(f"content header of class {class_id} after basic.publish")
+                    raise UnexpectedFrame(f"content header of class {class_id} after basic.publish", 60, 40)
                 if body_size > self.broker.config.max_message_size:
                     raise FrameError(f"message body of {body_size} bytes exceeds max_message_size "
                                      f"{self.broker.config.max_message_size}")
@@ -356,7 +365,14 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._close_transport()
 
     def _on_header(self, raw: bytes) -> None:
-        if raw != PROTOCOL_HEADER and raw != b"AMQP\x01\x01\x00\x09":
+        # RabbitMQ 3.10 answers 0-9 (AMQP 1 1 0 9) and 0-8 (AMQP 1 1 8 0 / 1 1 9 1) headers with a
+        # connection.start of that version (checked on the real broker); the methods this broker
+        # then accepts are 0-9-1's, which 0-8/0-9 clients use for everything common.
+        if raw == PROTOCOL_HEADER or raw == b"AMQP\x01\x01\x00\x09":
+            major, minor = 0, 9
+        elif raw in (b"AMQP\x01\x01\x08\x00", b"AMQP\x01\x01\x09\x01"):
+            major, minor = 8, 0
+        else:
             self._bad_header(raw)
             return
         self.state = "start-ok"
@@ -373,7 +389,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 "per_consumer_qos": True, "direct_reply_to": False,
             },
         }
-        self.send_method(0, spec.Connection.Start(version_major=0, version_minor=9, server_properties=props,
+        self.send_method(0, spec.Connection.Start(version_major=major, version_minor=minor, server_properties=props,
                                                   mechanisms=MECHANISMS, locales=b"en_US"))
 
     def _on_connection_method(self, method) -> None:
@@ -436,6 +452,9 @@ class AMQPServerProtocol(asyncio.Protocol):
             v = self.broker.vhosts.get(vname)
             if v is None:
                 raise NotAllowed(f"vhost {vname} not found", 10, 40)
+            limit = self.broker.config.max_connections
+            if limit and sum(1 for c in self.broker.connections if c.state == "opened") >= limit:
+                raise NotAllowed(f"connection limit ({limit}) is reached", 10, 40)
             perm = self.broker.config.permission(self.user, vname)
             if perm is None:
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
@@ -449,8 +468,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             if self.heartbeat:
                 self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
-            if self.broker.blocked:
-                self.block()
             return
         if idx == spec.Connection.UpdateSecret.INDEX and st == "opened":
             try:

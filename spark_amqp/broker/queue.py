@@ -237,7 +237,12 @@ class Queue:
     def is_full(self, size: int) -> bool:
         """True when a reject-publish queue must refuse one more message of ``size`` bytes."""
         ml = self.max_length
-        if ml is not None and len(self.ready) >= ml:
+        n = len(self.ready)
+        if self.quorum:
+            # RabbitMQ 3.10 quorum queues reject once the limit is *exceeded* (a soft limit)
+            return (ml is not None and n > ml) or (self.max_length_bytes is not None
+                                                    and self.ready_bytes > self.max_length_bytes)
+        if ml is not None and n >= ml:
             return True
         mb = self.max_length_bytes
         if mb is not None and self.ready_bytes + size > mb:
@@ -262,7 +267,12 @@ class Queue:
         self.ready.append(msg)
         self.ready_bytes += len(msg.body)
         if self.max_length is not None or self.max_length_bytes is not None:
-            self._enforce_limits()
+            # a consumer waiting with capacity takes the message before the limit applies
+            # (RabbitMQ: x-max-length=0 still delivers to a ready consumer)
+            if self.consumers:
+                self.dispatch()
+            if self.overflow == "drop-head":
+                self._enforce_limits()
 
     def _enforce_limits(self) -> None:
         ml, mb = self.max_length, self.max_length_bytes
@@ -308,8 +318,13 @@ class Queue:
         with redelivered=true. Quorum queues count the delivery and dead-letter over the limit."""
         keep = []
         limit = self.delivery_limit
+        now = time.monotonic()
         for m in msgs:
             m.redelivered = True
+            if m.expires_at is not None and m.expires_at <= now:
+                # the TTL passed while it was unacked: it expires instead (RabbitMQ 3.10)
+                self.discard(m, "expired")
+                continue
             if self.quorum:
                 m.delivery_count += 1
                 if limit is not None and m.delivery_count > limit:
@@ -318,14 +333,37 @@ class Queue:
             keep.append(m)
         if not keep:
             return
-        keep.sort(key=lambda m: m.seq)
-        if isinstance(self.ready, PriorityReady):
-            self.ready.requeue(keep)
+        if self.quorum:
+            # RabbitMQ 3.10 quorum queues append returned messages at the back, in return order
+            for m in keep:
+                m.seq = self.next_seq
+                self.next_seq += 1
+                self.ready.append(m)
         else:
-            _merge_head(self.ready, keep)
+            keep.sort(key=lambda m: m.seq)
+            if isinstance(self.ready, PriorityReady):
+                self.ready.requeue(keep)
+            else:
+                _merge_head(self.ready, keep)
         for m in keep:
             self.ready_bytes += len(m.body)
+        self.rearm_ttl()
         self.broker.mark_queue(self)
+
+    def rearm_ttl(self) -> None:
+        """Make sure the expiry timer fires no later than the head's deadline."""
+        ready = self.ready
+        if not ready:
+            return
+        ea = ready[0].expires_at
+        if ea is None:
+            return
+        t = self._ttl_timer
+        if t is not None:
+            if t.when() <= self.broker.loop.time() + (ea - time.monotonic()) + 0.01:
+                return
+            t.cancel()
+        self._arm_ttl(ea)
 
     def purge(self) -> int:
         """Drop every ready message (unacked ones stay); returns how many (queue.purge-ok)."""
@@ -431,6 +469,8 @@ class Queue:
             return None
         m = ready.popleft()
         self.ready_bytes -= len(m.body)
+        if ready and ready[0].expires_at is not None:
+            self.rearm_ttl()
         return m
 
     def dispatch(self) -> None:
@@ -478,3 +518,5 @@ class Queue:
             idle = 0
             ch.deliver(c, m, self)
         self.rr = i
+        if ready and ready[0].expires_at is not None:
+            self.rearm_ttl()

@@ -74,6 +74,9 @@ class VHost:
         (inequivalent), 503 (unknown type, a connection error in RabbitMQ 3.10)."""
         cid, mid = 40, 10
         x = self.exchanges.get(name)
+        if name == "":
+            # RabbitMQ 3.10: every declare of the default exchange, even passive, is refused
+            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
         if passive:
             if x is None:
                 raise NotFound(f"no exchange '{name}' in vhost '{self.name}'", cid, mid)
@@ -90,8 +93,12 @@ class VHost:
                     g = got if isinstance(got, str) else _b(got)
                     raise PreconditionFailed(f"inequivalent arg '{what}' for exchange '{name}' in vhost '{self.name}': "
                                              f"received '{g}' but current is '{h}'", cid, mid)
-            if _norm_args(x.arguments) != _norm_args(arguments):
-                raise PreconditionFailed(f"inequivalent arg 'arguments' for exchange '{name}' in vhost '{self.name}'", cid, mid)
+            # RabbitMQ 3.10 compares only alternate-exchange among the arguments
+            have_ae, got_ae = _norm(x.arguments.get("alternate-exchange")), _norm((arguments or {}).get("alternate-exchange"))
+            if have_ae != got_ae:
+                raise PreconditionFailed(f"inequivalent arg 'alternate-exchange' for exchange '{name}' in vhost "
+                                         f"'{self.name}': received {_describe(got_ae)} but current is {_describe(have_ae)}",
+                                         cid, mid)
             return x
         if name.startswith("amq."):
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'", cid, mid)
@@ -187,6 +194,9 @@ class VHost:
                 raise PreconditionFailed(f"invalid property 'exclusive-owner' for queue '{name}' in vhost '{self.name}'", cid, mid)
             if auto_delete:
                 raise PreconditionFailed(f"invalid property 'auto-delete' for queue '{name}' in vhost '{self.name}'", cid, mid)
+            if "x-max-priority" in args:
+                raise PreconditionFailed(f"invalid arg 'x-max-priority' for queue '{name}' in vhost '{self.name}' "
+                                         f"of queue type rabbit_quorum_queue", cid, mid)
         q = Queue(self.broker, self, name, durable, conn if exclusive else None, auto_delete, args)
         self.queues[name] = q
         if exclusive and conn is not None:
@@ -257,6 +267,32 @@ class VHost:
         if x is self.default:
             q = self.queues.get(routing_key)
             return [q] if q is not None else []
+        return self._route(x, routing_key, msg)
+
+    def route_with_cc(self, x: Exchange, routing_key: str, msg: Message) -> list[Queue]:
+        """:meth:`route`, plus RabbitMQ's sender-selected distribution: the ``CC`` and ``BCC``
+        headers (arrays of strings) add routing keys; ``BCC`` is removed from the message
+        (rabbitmq.com/sender-selected.html)."""
+        headers = msg.props.headers or {}
+        extra = []
+        for h in ("CC", "BCC"):
+            v = headers.get(h)
+            if isinstance(v, list):
+                extra.extend(_s(k) for k in v if isinstance(k, (str, bytes)))
+        queues = self.route(x, routing_key, msg)
+        for k in extra:
+            for q in self.route(x, k, msg):
+                if q not in queues:
+                    queues.append(q)
+        if "BCC" in headers:
+            props = BasicProperties(**msg.props.as_dict())
+            h = dict(headers)
+            del h["BCC"]
+            props.headers = h
+            msg.set_props(props)
+        return queues
+
+    def _route(self, x: Exchange, routing_key: str, msg: Message) -> list[Queue]:
         headers_fn = lambda: msg.props.headers  # noqa: E731
         dests = x.route(routing_key, headers_fn)
         if not dests and x.alternate is not None:

@@ -27,7 +27,11 @@ from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
 if TYPE_CHECKING:  # pragma: no cover
     from .connection import Connection
 
-__all__ = ["Channel"]
+__all__ = ["Channel", "MAX_KEPT_RETURNS"]
+
+#: Returned messages kept outside confirm mode without an ``on_return`` callback (older ones
+#: are kept, later ones dropped) until :meth:`Channel.take_returned` collects them.
+MAX_KEPT_RETURNS = 10000
 
 log = logging.getLogger("spark_amqp.client")
 
@@ -48,6 +52,7 @@ _FRAME_HDR = struct.Struct(">BHI")
 _CONTENT_HDR = struct.Struct(">BHIHHQ")
 _EMPTY_PROPS = b"\x00\x00"
 _monotonic = time.monotonic
+_tnew = tuple.__new__
 
 
 class Channel:
@@ -57,8 +62,12 @@ class Channel:
         channel_number: int (1..channel_max).
         max_in_flight: int or None; in confirm mode ``basic_publish``/``publish_batch`` block
             while this many publishes are unconfirmed (None = unlimited).
-        on_return: optional ``callable(ReturnedMessage)`` run in the I/O thread; returned
-            messages are collected for ``wait_for_confirms`` either way.
+        window_timeout: float seconds or None; how long a publish may block on a full
+            ``max_in_flight`` window before raising :class:`ConfirmTimeout` (None = forever;
+            e.g. RabbitMQ blocking publishers on a memory alarm stops the confirms).
+        on_return: optional ``callable(ReturnedMessage)`` run in the I/O thread. In confirm
+            mode returned messages are also collected for ``wait_for_confirms``; outside it
+            they are collected (see :meth:`take_returned`) only when no callback is set.
         on_cancel: optional ``callable(consumer_tag)`` run in the I/O thread when the broker
             cancels a consumer (queue deleted, RabbitMQ "Consumer Cancel Notification").
         cancelled_consumers: set of consumer tags the broker cancelled.
@@ -69,6 +78,7 @@ class Channel:
         self.connection = connection
         self.channel_number = channel_number
         self.max_in_flight: int | None = None
+        self.window_timeout: float | None = None
         self.on_return: Callable[[ReturnedMessage], Any] | None = None
         self.on_cancel: Callable[[str], Any] | None = None
         self.cancelled_consumers: set[str] = set()
@@ -97,7 +107,6 @@ class Channel:
         self._nacked: list[int] = []
         self._returned: list[ReturnedMessage] = []
         self._publish_cache: dict[tuple, bytes] = {}
-        self._ch_bytes = struct.pack(">H", channel_number)
 
     # ================================================================= I/O thread side
 
@@ -108,8 +117,8 @@ class Channel:
             if self._closing:
                 return
             tag = m.consumer_tag
-            d = Delivery(tag, m.delivery_tag, m.redelivered, m.exchange, m.routing_key,
-                         ev.properties, ev.body, None, self.channel_number)
+            d = _tnew(Delivery, (tag, m.delivery_tag, m.redelivered, m.exchange, m.routing_key,
+                                 ev.properties, ev.body, None, self.channel_number))
             cb = self._callbacks.get(tag) if self._callbacks else None
             if cb is None:
                 self._buffer.append(d)
@@ -124,8 +133,11 @@ class Channel:
         elif t is _Return:
             r = ReturnedMessage(m.reply_code, m.reply_text, m.exchange, m.routing_key,
                                 ev.properties, ev.body, self.channel_number)
-            self._returned.append(r)
             cb = self.on_return
+            # collected for wait_for_confirms / take_returned; bounded outside confirm mode
+            # when nobody collects them (a callback, or nothing, consumes them there)
+            if self._confirming or (cb is None and len(self._returned) < MAX_KEPT_RETURNS):
+                self._returned.append(r)
             if cb is not None:
                 try:
                     cb(r)
@@ -408,7 +420,10 @@ class Channel:
 
         Without ``callback`` deliveries are buffered in this channel: take them with
         :meth:`drain`. With ``callback(Delivery)`` it runs in the I/O thread: it may call
-        ``basic_ack``/``nack``/``reject`` but no synchronous method; exceptions are logged.
+        ``basic_ack``/``nack``/``reject`` but no synchronous method (RuntimeError); exceptions
+        are logged; it must be quick — while it runs nothing is read or heartbeat-answered,
+        and a callback longer than two heartbeat intervals gets the connection closed by the
+        broker.
         Raises NotFound (404) for a missing queue, ResourceLocked (405)/AccessRefused (403)
         for an exclusive conflict.
         """
@@ -542,12 +557,21 @@ class Channel:
         if limit is None or not self._confirming:
             return
         need = min(need, limit)
+        timeout = self.window_timeout
+        deadline = None if timeout is None else _monotonic() + timeout
         with self._cond:
             self._waiting += 1
             try:
                 while self._error is None and \
                         len(self._unconfirmed) - len(self._settled_early) + need > limit:
-                    self._cond.wait()
+                    if deadline is None:
+                        self._cond.wait()
+                        continue
+                    left = deadline - _monotonic()
+                    if left <= 0:
+                        raise ConfirmTimeout(len(self._unconfirmed) - len(self._settled_early),
+                                             timeout)  # type: ignore[arg-type]
+                    self._cond.wait(left)
             finally:
                 self._waiting -= 1
         if self._error is not None:
@@ -660,6 +684,14 @@ class Channel:
         if result.nacked:
             raise PublishNacked(result)
         return result
+
+    def take_returned(self) -> list[ReturnedMessage]:
+        """Returned messages collected so far (and not yet reported by
+        :meth:`wait_for_confirms`), oldest first; clears them. Outside confirm mode and
+        without :attr:`on_return` at most :data:`MAX_KEPT_RETURNS` are kept."""
+        with self._cond:
+            out, self._returned = self._returned, []
+        return out
 
     # ----------------------------------------------------------------- tx
 

@@ -255,14 +255,19 @@ class Connection:
 
     # ------------------------------------------------------------------ writing
 
-    def _send_method(self, channel: int, method, handshake: bool = False) -> None:
+    def _send_method(self, channel: int, method, handshake: bool = False,
+                     lock_timeout: float = -1) -> None:
         """Validate ``method`` with the state machine and write it (state-changing and
         synchronous methods). Raises the connection's error, or the state machine's typed
-        error (e.g. CommandInvalid 503) when this side may not send it now."""
+        error (e.g. CommandInvalid 503) when this side may not send it now; ``TimeoutError``
+        when the write lock is not free within ``lock_timeout`` seconds (-1: wait)."""
         if self._error is not None and not handshake:
             self._raise_error()
         refused: AMQPError | None = None
-        with self._write_lock:
+        if not self._write_lock.acquire(timeout=lock_timeout):
+            raise TimeoutError(f"another thread has been writing for {lock_timeout} s "
+                               "(the broker may be blocking publishers)")
+        try:
             with self._sm_lock:
                 try:
                     data = self._sm.send_method(channel, method)
@@ -278,6 +283,8 @@ class Connection:
                     self._raise_error()
                 self._last_send = _monotonic()
                 return
+        finally:
+            self._write_lock.release()
         # the state machine refused: the broker's connection.close may have been received
         # but not yet dispatched; prefer its error when it comes (outside the write lock: the
         # I/O thread needs it to answer close-ok)
@@ -331,13 +338,17 @@ class Connection:
                             pass  # reported by the read side
                         finally:
                             wlock.release()
-                    silent = now - last_recv
-                    if silent >= 2 * hb:
-                        raise ConnectionLost(
-                            f"no data from {self.params.redacted_uri()} for {silent:.1f} s (heartbeat "
-                            f"{hb} s, 2 intervals missed): the broker or the network is dead")
-                    timeout = min(hb / 2.0 - (now - self._last_send), 2 * hb - silent)
-                    if not wait(max(timeout, 0.01)):
+                    send_in = max(hb / 2.0 - (now - self._last_send), 0.05)
+                    dead_in = 2 * hb - (now - last_recv)
+                    if not wait(max(min(send_in, dead_in), 0.0)):
+                        # declared dead only after a wait that found nothing to read, so a slow
+                        # consumer callback (run in this thread) cannot cause a false alarm
+                        silent = _monotonic() - last_recv
+                        if silent >= 2 * hb:
+                            raise ConnectionLost(
+                                f"no data from {self.params.redacted_uri()} for {silent:.1f} s "
+                                f"(heartbeat {hb} s, 2 intervals missed): the broker or the "
+                                "network is dead")
                         continue
                 data = recv()
                 if not data:
@@ -459,9 +470,12 @@ class Connection:
     def channel(self, channel_number: int | None = None) -> Channel:
         """Open a new channel (``channel.open``) and return it.
 
-        ``channel_number``: a specific free number (1..channel_max), else the lowest free.
-        Raises ``ResourceError``-like ``ValueError`` when all numbers are taken, the broker's
-        typed error when it refuses, ``ConnectionLost``/``ConnectionClosed`` when closed.
+        ``channel_number``: a specific free number (1..channel_max), else the lowest free one
+        (numbers of channels still waiting for their ``close-ok`` are skipped).
+        Raises ``ValueError`` when no number is free or the requested one is taken/out of
+        range, the broker's typed error when it refuses (e.g. NotAllowed 530 above its
+        channel_max), ConnectionLost / ConnectionClosed / the broker's connection error when
+        the connection is closed.
         """
         if self._error is not None:
             self._raise_error()
@@ -519,7 +533,9 @@ class Connection:
         if self._error is None and not self._closing:
             self._closing = True
             try:
-                self._send_method(0, _Close(reply_code, reply_text, 0, 0))
+                # a writer stuck in sendall (e.g. RabbitMQ blocking publishers) must not make
+                # close() hang: give up the handshake after ``timeout`` and drop the socket
+                self._send_method(0, _Close(reply_code, reply_text, 0, 0), lock_timeout=timeout)
                 self._close_ok.wait(timeout)
             except (OSError, AMQPError):
                 pass

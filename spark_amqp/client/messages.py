@@ -4,6 +4,7 @@ queue.declare-ok.
 
 from __future__ import annotations
 
+from operator import itemgetter as _itemgetter
 from typing import NamedTuple
 
 from ..protocol import BasicProperties
@@ -11,10 +12,12 @@ from ..protocol import BasicProperties
 __all__ = ["Delivery", "ReturnedMessage", "ConfirmResult", "DeclareOk"]
 
 
-class Delivery:
+class Delivery(tuple):
     """One message delivered by ``basic.deliver`` (a consumer) or ``basic.get-ok``.
 
-    Attributes:
+    An immutable record (a tuple subclass, built in the I/O thread's hot path without a
+    Python-level ``__init__``). Attributes:
+
         consumer_tag: str, the consumer's tag (``""`` for ``basic.get``).
         delivery_tag: int, channel-scoped tag to pass to ``basic_ack``/``nack``/``reject``
             on the *same channel* (``channel_number``); tags are meaningless on any other.
@@ -26,21 +29,32 @@ class Delivery:
         channel_number: int, the channel the delivery arrived on.
     """
 
-    __slots__ = ("consumer_tag", "delivery_tag", "redelivered", "exchange", "routing_key",
-                 "properties", "body", "message_count", "channel_number")
+    __slots__ = ()
+    _fields = ("consumer_tag", "delivery_tag", "redelivered", "exchange", "routing_key",
+               "properties", "body", "message_count", "channel_number")
 
-    def __init__(self, consumer_tag: str, delivery_tag: int, redelivered: bool, exchange: str,
-                 routing_key: str, properties: BasicProperties, body: bytes,
-                 message_count: int | None = None, channel_number: int = 0):
-        self.consumer_tag = consumer_tag
-        self.delivery_tag = delivery_tag
-        self.redelivered = redelivered
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.properties = properties
-        self.body = body
-        self.message_count = message_count
-        self.channel_number = channel_number
+    def __new__(cls, consumer_tag: str, delivery_tag: int, redelivered: bool, exchange: str,
+                routing_key: str, properties: BasicProperties, body: bytes,
+                message_count: int | None = None, channel_number: int = 0) -> "Delivery":
+        return tuple.__new__(cls, (consumer_tag, delivery_tag, redelivered, exchange,
+                                   routing_key, properties, body, message_count, channel_number))
+
+    consumer_tag = property(_itemgetter(0), doc="str: the consumer tag ('' for basic.get)")
+    delivery_tag = property(_itemgetter(1), doc="int: channel-scoped delivery tag")
+    redelivered = property(_itemgetter(2), doc="bool: delivered before")
+    exchange = property(_itemgetter(3), doc="str: exchange it was published to")
+    routing_key = property(_itemgetter(4), doc="str: routing key it was published with")
+    properties = property(_itemgetter(5), doc="BasicProperties")
+    body = property(_itemgetter(6), doc="bytes: the body")
+    message_count = property(_itemgetter(7), doc="int | None: remaining (basic.get-ok only)")
+    channel_number = property(_itemgetter(8), doc="int: the channel it arrived on")
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    def _asdict(self) -> dict:
+        """The fields as a dict."""
+        return dict(zip(self._fields, self))
 
     def __repr__(self) -> str:
         body = self.body[:32]

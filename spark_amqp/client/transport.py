@@ -21,17 +21,14 @@ RECV_SIZE = 256 * 1024  # bytes per recv(): many deliveries per syscall
 
 
 def open_socket(host: str, port: int, timeout: float | None) -> socket.socket:
-    """Connect a TCP socket (IPv4/IPv6 via ``create_connection``) with TCP_NODELAY and
-    keepalive set. Raises ``OSError`` (e.g. ``ConnectionRefusedError``, ``TimeoutError``)."""
+    """Connect a TCP socket (IPv4/IPv6 via ``create_connection``) with TCP_NODELAY (no Nagle
+    delay for small frames such as acks) and SO_KEEPALIVE set. Raises ``OSError`` (e.g. ``ConnectionRefusedError``, ``TimeoutError``)."""
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        for opt, size in ((socket.SO_RCVBUF, 1 << 20), (socket.SO_SNDBUF, 1 << 20)):
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, opt, size)
-            except OSError:  # pragma: no cover - platform limits
-                pass
+        # SO_RCVBUF/SO_SNDBUF are left alone: setting them disables Linux's buffer
+        # autotuning (tcp_rmem/tcp_wmem), which grows them further than a fixed size would
     except OSError:
         sock.close()
         raise

@@ -18,8 +18,8 @@ Query parameters (https://www.rabbitmq.com/docs/uri-query-parameters):
 heartbeat              seconds (int); 0 disables heartbeats; absent: the server's value
 frame_max              bytes (int, >= 4096, framing included); default 131072
 channel_max            int; default 2047 (RabbitMQ's default)
-connection_timeout     **milliseconds** (int) for TCP connect + TLS + AMQP handshake;
-                       default 10000
+connection_timeout     **milliseconds** (int): limit of each wait of the TCP connect, TLS
+                       and AMQP handshake (not their sum); default 10000
 auth_mechanism         ``plain`` | ``external`` | ``amqplain`` (case-insensitive; may be
                        repeated, first one the server offers wins); default plain
 cacertfile, certfile,  paths of PEM files (amqps): CA bundle to verify the server, client

@@ -47,8 +47,15 @@ _HDR_PREFIX = struct.Struct(">BHIHHQ")  # frame header + class-id, weight, body-
 _HDR_FIELDS = struct.Struct(">HHQ")
 _METHOD_IDS = struct.Struct(">HH")
 _I_METHOD_IDS = struct.Struct(">I")
+_u32_at = _I_METHOD_IDS.unpack_from
+_new = object.__new__
 _frame_hdr_pack = _FRAME_HDR.pack
 _frame_hdr_unpack = _FRAME_HDR.unpack_from
+_METHOD_HEAD = _FRAME_HDR.pack
+_END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
+_END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
+_HEADER_AT = struct.Struct(">BHIHHQ").unpack_from     # header frame: type..body-size
+_END_BODY_AT = struct.Struct(">BBHI").unpack_from     # frame-end + body frame header
 
 
 # --------------------------------------------------------------------------------- events
@@ -102,6 +109,11 @@ class Heartbeat:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Heartbeat)
 
+    def __hash__(self) -> int:
+        return 8
+
+
+_HEARTBEAT = Heartbeat()  # immutable: one shared instance
 
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
@@ -172,32 +184,29 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
 
     ``frame_max`` is the negotiated maximum frame size including the 8 bytes of framing
     (0 = no limit); the body is split into frames of at most ``frame_max - 8`` bytes.
+    Raises AMQPSyntaxError (502) for unencodable fields, ValueError for a frame_max < 9.
     """
     payload = method.encode()
     props = properties.encode() if properties is not None else b"\x00\x00"
     blen = len(body)
-    parts = [
-        _frame_hdr_pack(1, channel, len(payload)), payload,
-        _HDR_PREFIX.pack(2, channel, 12 + len(props), method.CLASS_ID, 0, blen), props,
-        FRAME_END_BYTE,
-    ]
-    # the method frame's end octet goes right before the header frame
-    parts.insert(2, FRAME_END_BYTE)
-    if blen:
-        chunk = frame_max - 8 if frame_max else blen
-        if chunk <= 0:
-            raise ValueError(f"frame_max {frame_max} leaves no room for a body")
-        if blen <= chunk:
-            parts.append(_frame_hdr_pack(3, channel, blen))
-            parts.append(body)
-            parts.append(FRAME_END_BYTE)
-        else:
-            mv = memoryview(body)
-            for start in range(0, blen, chunk):
-                piece = mv[start:start + chunk]
-                parts.append(_frame_hdr_pack(3, channel, len(piece)))
-                parts.append(piece)
-                parts.append(FRAME_END_BYTE)
+    # frame-end octets are packed together with the next frame's header
+    head = _METHOD_HEAD(1, channel, len(payload))
+    mid = _END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
+    if not blen:
+        return b"".join((head, payload, mid, props, FRAME_END_BYTE))
+    if not frame_max or blen <= frame_max - 8:
+        return b"".join((head, payload, mid, props,
+                         _END_BODY_HEAD(0xCE, 3, channel, blen), body, FRAME_END_BYTE))
+    chunk = frame_max - 8
+    if chunk <= 0:
+        raise ValueError(f"frame_max {frame_max} leaves no room for a body")
+    parts = [head, payload, mid, props]
+    mv = memoryview(body)
+    for start in range(0, blen, chunk):
+        piece = mv[start:start + chunk]
+        parts.append(_END_BODY_HEAD(0xCE, 3, channel, len(piece)))
+        parts.append(piece)
+    parts.append(FRAME_END_BYTE)
     return b"".join(parts)
 
 
@@ -243,7 +252,7 @@ class Decoder:
     """
 
     __slots__ = ("_chunks", "_buffered", "_need", "frame_max", "_pending", "_header_done",
-                 "max_body_size", "error", "frames_received")
+                 "max_body_size", "error")
 
     def __init__(self, frame_max: int = 131072, expect_protocol_header: bool = False,
                  max_body_size: int = DEFAULT_MAX_BODY_SIZE):
@@ -255,7 +264,6 @@ class Decoder:
         self.max_body_size = max_body_size
         self._pending: dict[int, _Pending] = {}
         self.error: AMQPError | None = None
-        self.frames_received = 0
 
     def set_frame_max(self, frame_max: int) -> None:
         """Apply the negotiated frame-max (bytes, framing included; 0 = no limit)."""
@@ -271,70 +279,138 @@ class Decoder:
         return list(self._pending)
 
     def feed(self, data: bytes) -> list[Any]:
-        """Add received bytes; return the events completed by them (possibly none)."""
+        """Add received bytes; return the events completed by them (possibly none).
+
+        ``data`` may be any bytes-like object of any length. Raises the typed errors listed
+        in the class docstring; the events decoded before the error from the same call are in
+        ``exc.events``.
+        """
         if self.error is not None:
             raise self.error
-        if data:
-            self._chunks.append(data)
-            self._buffered += len(data)
-        if self._buffered < self._need:
-            return []
         chunks = self._chunks
-        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if type(buf) is not bytes:
-            buf = bytes(buf)
+        if chunks:
+            if data:
+                chunks.append(data)
+                self._buffered += len(data)
+            if self._buffered < self._need:
+                return []
+            buf = b"".join(chunks)
+        else:
+            if len(data) < self._need:
+                if data:
+                    chunks.append(bytes(data))
+                    self._buffered = len(data)
+                return []
+            buf = data if data.__class__ is bytes else bytes(data)
+        events: list[Any] = []
         try:
-            events, pos = self._parse(buf)
+            pos = self._parse(buf, events) if self._header_done else self._parse_header(buf, events)
         except AMQPError as exc:
             self.error = exc
             self._chunks = []
             self._buffered = 0
+            exc.events = events
             raise
         rest = len(buf) - pos
         if rest:
             self._chunks = [buf[pos:]] if pos else [buf]
-        else:
+            self._buffered = rest
+        elif chunks:
             self._chunks = []
-        self._buffered = rest
+            self._buffered = 0
         return events
 
-    def _parse(self, buf: bytes) -> tuple[list, int]:
-        events: list[Any] = []
+    def _parse_header(self, buf: bytes, events: list) -> int:
+        """Server role: the 8-byte protocol header comes first (then frames); ``feed``
+        only calls this with at least 8 bytes (``_need`` starts at 8)."""
+        header = ProtocolHeader(buf[:8])
+        events.append(header)
+        self._header_done = True
+        if not header.is_supported:
+            # the server answers and closes; nothing after a bad header is parsed
+            self._need = 1 << 62
+            return len(buf)
+        self._need = 7
+        if len(buf) < 15:
+            return 8
+        return 8 + self._parse(buf[8:], events)
+
+    def _parse(self, buf: bytes, events: list) -> int:
+        """Decode complete frames from ``buf`` into ``events``; return the bytes consumed.
+
+        One loop over the frames; a content method whose header and single body frame are
+        already in ``buf`` is assembled in place (the common case) without per-channel state.
+        """
         append = events.append
         pos = 0
         n = len(buf)
-        if not self._header_done:
-            if n < 8:
-                self._need = 8
-                return events, 0
-            header = ProtocolHeader(buf[:8])
-            append(header)
-            self._header_done = True
-            pos = 8
-            if not header.is_supported:
-                # the server answers and closes; nothing after a bad header is parsed
-                self._need = 1 << 62
-                return events, n
-        frame_max = self.frame_max
-        methods = METHODS
+        fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending
-        frames = 0
-        while True:
-            if n - pos < 7:
-                self._need = 7
-                break
+        new = _new
+        while n - pos >= 7:
             ftype, channel, size = _frame_hdr_unpack(buf, pos)
-            if frame_max and size + 8 > frame_max:
-                raise FrameError(f"frame of {size + 8} bytes on channel {channel} exceeds frame-max {frame_max}")
             end = pos + 7 + size
+            if size > fmax8:
+                raise FrameError(f"frame of {size + 8} bytes on channel {channel} exceeds frame-max {fmax8 + 8}")
             if end >= n:
                 self._need = end + 1 - pos
-                break
-            if buf[end] != FRAME_END:
+                return pos
+            if buf[end] != 206:
                 raise FrameError(f"frame-end octet is 0x{buf[end]:02x}, expected 0xce (type {ftype}, channel {channel}, size {size})")
             start = pos + 7
             pos = end + 1
-            frames += 1
+            if ftype == 1:  # method
+                if size < 4:
+                    raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
+                if pending and channel in pending:
+                    raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
+                cls = METHODS.get(_u32_at(buf, start)[0])
+                if cls is None:
+                    index = _u32_at(buf, start)[0]
+                    raise CommandInvalid(f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
+                                         index >> 16, index & 0xFFFF)
+                method = cls.decode(buf, start + 4, end)
+                if not cls.has_content:
+                    ev = new(MethodFrame)
+                    ev.channel = channel
+                    ev.method = method
+                    append(ev)
+                    continue
+                if not channel:
+                    raise ChannelErrorCode(f"{cls.NAME} on channel 0", cls.CLASS_ID, cls.METHOD_ID)
+                # Fast path: header (and a single body frame) already in the buffer, on the
+                # same channel, well formed: decode them here without per-channel state.
+                # Anything unusual falls through to the general frame-by-frame path below.
+                if n - pos >= 21:
+                    htype, hch, hsize, class_id, weight, body_size = _HEADER_AT(buf, pos)
+                    hend = pos + 7 + hsize
+                    if (htype == 2 and hch == channel and hend < n and class_id == cls.CLASS_ID
+                            and 14 <= hsize <= fmax8 and not weight and buf[hend] == 206
+                            and body_size <= self.max_body_size):
+                        props = decode_properties(buf, pos + 19, hend)
+                        pos = hend + 1
+                        ev = new(ContentMessage)
+                        ev.channel = channel
+                        ev.method = method
+                        ev.properties = props
+                        if not body_size:
+                            ev.body = b""
+                            append(ev)
+                            continue
+                        bend = hend + 8 + body_size
+                        if bend < n and body_size <= fmax8:
+                            _, btype, bch, bsize = _END_BODY_AT(buf, hend)
+                            if btype == 3 and bch == channel and bsize == body_size and buf[bend] == 206:
+                                pos = bend + 1
+                                ev.body = buf[hend + 8:bend]
+                                append(ev)
+                                continue
+                        p = pending[channel] = _Pending(method)
+                        p.properties = props
+                        p.body_size = body_size
+                        continue
+                pending[channel] = _Pending(method)
+                continue
             if ftype == 3:  # body
                 p = pending.get(channel)
                 if p is None or p.body_size < 0:
@@ -349,24 +425,6 @@ class Decoder:
                     parts = p.parts
                     append(ContentMessage(channel, p.method, p.properties,
                                           parts[0] if len(parts) == 1 else b"".join(parts)))
-                continue
-            if ftype == 1:  # method
-                if size < 4:
-                    raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
-                if channel in pending:
-                    raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
-                index = _I_METHOD_IDS.unpack_from(buf, start)[0]
-                cls = methods.get(index)
-                if cls is None:
-                    raise CommandInvalid(f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
-                                         index >> 16, index & 0xFFFF)
-                method = cls.decode(buf, start + 4, end)
-                if cls.has_content:
-                    if channel == 0:
-                        raise ChannelErrorCode(f"{cls.NAME} on channel 0", cls.CLASS_ID, cls.METHOD_ID)
-                    pending[channel] = _Pending(method)
-                else:
-                    append(MethodFrame(channel, method))
                 continue
             if ftype == 2:  # content header
                 p = pending.get(channel)
@@ -389,11 +447,11 @@ class Decoder:
                     p.body_size = body_size
                 continue
             if ftype == 8:
-                if channel != 0:
+                if channel:
                     # RabbitMQ 3.10 answers 505 UNEXPECTED_FRAME here (checked on the real broker)
                     raise UnexpectedFrame(f"heartbeat frame on channel {channel}; heartbeats must use channel 0")
-                append(Heartbeat())
+                append(_HEARTBEAT)
                 continue
             raise FrameError(f"unknown frame type {ftype} on channel {channel}")
-        self.frames_received += frames
-        return events, pos
+        self._need = 7
+        return pos

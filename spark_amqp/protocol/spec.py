@@ -143,34 +143,23 @@ def _fixed_layout(run: list[tuple[str, str]]):
     return fmt, items
 
 
-def _to_bytes(value: Any, what: str) -> bytes:
-    """str → UTF-8; bytes-like → bytes; anything else → AMQPSyntaxError (encode slow path)."""
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise AMQPSyntaxError(f"{what} must be str or bytes, not {type(value).__name__} ({value!r})")
+_to_bytes = _values.to_bytes
 
 
 def _explain_encode_error(method: "Method", exc: Exception) -> AMQPSyntaxError:
     """Slow path after a failed encode: name the field that cannot be encoded."""
+    # strings of the wrong type and bad tables raise their own AMQPSyntaxError; what
+    # remains is an integer out of range (struct.error) or a short string over 255 bytes
     for name, ftype in zip(method.fields, method.field_types):
         v = getattr(method, name)
         where = f"{method.NAME} {name}"
-        try:
-            if ftype in _FIXED:
+        if ftype in _FIXED:
+            try:
                 struct.pack(">" + _FIXED[ftype][0], v)
-            elif ftype == "shortstr":
-                if len(_to_bytes(v, where)) > 255:
-                    return AMQPSyntaxError(f"{where}: short string longer than 255 bytes")
-            elif ftype == "longstr":
-                _to_bytes(v, where)
-            elif ftype == "table":
-                _values.encode_table(v)
-        except AMQPSyntaxError as e:
-            return e
-        except struct.error as e:
-            return AMQPSyntaxError(f"{where}={v!r} does not fit an AMQP {ftype}: {e}")
+            except struct.error as e:
+                return AMQPSyntaxError(f"{where}={v!r} does not fit an AMQP {ftype}: {e}")
+        elif ftype == "shortstr" and len(_to_bytes(v, where)) > 255:
+            return AMQPSyntaxError(f"{where}: short string longer than 255 bytes")
     return AMQPSyntaxError(f"{method.NAME}: cannot encode: {exc}")  # pragma: no cover
 
 
@@ -243,7 +232,7 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
             dec.append("        _e = off + 1 + buf[off]")
             dec.append("        if _e > end:")
             dec.append(f"            raise FrameError('{full} {n}: short string runs past the end of the frame')")
-            dec.append(f"        {n} = buf[off + 1:_e].decode('utf-8')")
+            dec.append(f"        {n} = buf[off + 1:_e].decode()")
             dec.append("        off = _e")
         elif kind == "longstr":
             enc_pre.append(f"    _s{gi} = self.{n}")

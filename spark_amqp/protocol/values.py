@@ -242,48 +242,65 @@ def _decode_value(buf: bytes, off: int, end: int, depth: int) -> tuple[Any, int]
     raise FrameError(f"unknown field-table type tag {chr(tag)!r} (0x{tag:02x})")
 
 
-def _decode_table_at(buf: bytes, off: int, end: int, depth: int) -> tuple[dict, int]:
+def table_body_source(result: str, indent: str) -> str:
+    """Python source that decodes field-table entries from ``buf[off:stop]`` into the dict
+    named ``result`` (``depth`` = nesting level). Shared by :func:`_decode_table_at` and the
+    generated content-header decoder, which inlines it for the ``headers`` property.
+    The common tags S and I are decoded inline; the others via ``_decode_value``.
+    """
+    lines = f"""
+while off < stop:
+    kend = off + 1 + buf[off]
+    if kend >= stop:
+        raise FrameError("truncated field name or missing value in a field table")
+    try:
+        key = buf[off + 1:kend].decode()
+    except UnicodeDecodeError as exc:
+        raise AMQPSyntaxError("field name is not valid UTF-8: %r" % bytes(buf[off + 1:kend])) from exc
+    tag = buf[kend]
+    if tag == 83:  # 'S'
+        off = kend + 5
+        if off > stop:
+            raise FrameError("truncated long string length in field value")
+        vend = off + _u32_from(buf, kend + 1)[0]
+        if vend > stop:
+            raise FrameError("long string of %d bytes runs past the end of its table" % (vend - off))
+        raw = buf[off:vend]
+        try:
+            {result}[key] = raw.decode()
+        except UnicodeDecodeError:
+            {result}[key] = raw  # not UTF-8: keep the bytes (as pika does)
+        off = vend
+    elif tag == 73:  # 'I'
+        off = kend + 5
+        if off > stop:
+            raise FrameError("truncated int32 field value")
+        {result}[key] = _i32_from(buf, kend + 1)[0]
+    else:
+        {result}[key], off = _decode_value(buf, kend, stop, depth)
+"""
+    return "".join(indent + line + "\n" for line in lines.strip("\n").split("\n"))
+
+
+_DECODE_TABLE_SRC = f"""
+def _decode_table_at(buf, off, end, depth):
     if depth > MAX_DEPTH:
-        raise FrameError(f"field tables nested deeper than {MAX_DEPTH}")
+        raise FrameError("field tables nested deeper than %d" % MAX_DEPTH)
     if off + 4 > end:
         raise FrameError("truncated field-table length")
-    n = _u32_from(buf, off)[0]
+    stop = off + 4 + _u32_from(buf, off)[0]
     off += 4
-    stop = off + n
     if stop > end:
-        raise FrameError(f"field table of {n} bytes runs past the end of its frame")
-    result: dict[str, Any] = {}
-    while off < stop:
-        kend = off + 1 + buf[off]
-        if kend >= stop:
-            raise FrameError("truncated field name or missing value in a field table")
-        try:
-            key = buf[off + 1:kend].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise AMQPSyntaxError(f"field name is not valid UTF-8: {bytes(buf[off + 1:kend])!r}") from exc
-        # inline fast paths for the most common tags; the rest via _decode_value
-        tag = buf[kend]
-        if tag == 83:  # 'S'
-            off = kend + 5
-            if off > stop:
-                raise FrameError("truncated long string length in field value")
-            vend = off + _u32_from(buf, kend + 1)[0]
-            if vend > stop:
-                raise FrameError(f"long string of {vend - off} bytes runs past the end of its table")
-            raw = buf[off:vend]
-            try:
-                result[key] = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                result[key] = raw  # not UTF-8: keep the bytes (as pika does)
-            off = vend
-        elif tag == 73:  # 'I'
-            off = kend + 5
-            if off > stop:
-                raise FrameError("truncated int32 field value")
-            result[key] = _i32_from(buf, kend + 1)[0]
-        else:
-            result[key], off = _decode_value(buf, kend, stop, depth)
-    return result, stop
+        raise FrameError("field table of %d bytes runs past the end of its frame" % (stop - off))
+    result = {{}}
+{table_body_source("result", "    ")}    return result, stop
+"""
+exec(compile(_DECODE_TABLE_SRC, "<amqp field table decoder>", "exec"), globals())
+_decode_table_at.__doc__ = """Decode a field table at ``buf[off:end]`` nested ``depth`` deep.
+
+Returns ``(dict, offset after the table)``. Raises FrameError (501) on truncation, an unknown
+tag or nesting deeper than MAX_DEPTH; AMQPSyntaxError (502) on a field name not in UTF-8.
+"""
 
 
 def _decode_array_at(buf: bytes, off: int, end: int, depth: int) -> tuple[list, int]:
@@ -430,9 +447,7 @@ def _encode_value(v: Any, depth: int) -> bytes:
         return _enc_D(v, depth)
     if isinstance(v, _dt.datetime):
         return _enc_T(v, depth)
-    if isinstance(v, bool):
-        return _enc_t(v, depth)
-    if isinstance(v, int):
+    if isinstance(v, int):  # (bool cannot be subclassed: int subclasses only)
         return _encode_value(int(v), depth)
     if isinstance(v, str):
         return _enc_S(v, depth)
@@ -445,39 +460,89 @@ def _encode_value(v: Any, depth: int) -> bytes:
     raise AMQPSyntaxError(f"cannot encode a {t.__name__} ({v!r}) in an AMQP field table")
 
 
-def _encode_table(table: Any, depth: int) -> bytes:
+def to_bytes(value: Any, what: str) -> bytes:
+    """str → UTF-8 bytes; bytes-like → bytes; anything else → AMQPSyntaxError naming ``what``.
+
+    (The encoders' slow path for string fields that are not ``str``.)
+    """
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise AMQPSyntaxError(f"{what} must be str or bytes, not {type(value).__name__} ({value!r})")
+
+
+def _key_bytes(key: Any) -> bytes:
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray)):
+        return bytes(key)
+    raise AMQPSyntaxError(f"field-table keys must be str, not {type(key).__name__} ({key!r})")
+
+
+def _table_error(table: Any, exc: Exception) -> AMQPSyntaxError:
+    """Slow path after a failed table encode: say what was wrong."""
+    if not isinstance(table, dict):
+        return AMQPSyntaxError(f"a field table must be a dict, not {type(table).__name__}")
+    for key in table:
+        raw = _key_bytes(key)
+        if len(raw) > 255:
+            return AMQPSyntaxError(f"field name longer than 255 bytes: {raw[:40]!r}...")
+    return AMQPSyntaxError(f"field table cannot be encoded: {exc!r}")  # pragma: no cover
+
+
+def table_encode_source(table: str, parts: str, indent: str) -> str:
+    """Python source appending the entries of dict ``table`` (at nesting ``depth``) to the
+    list ``parts``: shared by :func:`encode_table` and the generated content-header encoder.
+    A key over 255 bytes raises IndexError and a non-dict AttributeError: callers turn them
+    into AMQPSyntaxError via :func:`_table_error`. str → 'S' and int32 → 'I' are inline.
+    """
+    lines = f"""
+for key, value in {table}.items():
+    key = key.encode() if key.__class__ is str else _key_bytes(key)
+    t = value.__class__
+    if t is str:
+        value = value.encode()
+        {parts} += (_BYTE[len(key)], key, _S_HEAD(83, len(value)), value)
+    elif t is int and -2147483648 <= value <= 2147483647:
+        {parts} += (_BYTE[len(key)], key, _I_VALUE(73, value))
+    else:
+        {parts} += (_BYTE[len(key)], key, _encode_value(value, depth))
+"""
+    return "".join(indent + line + "\n" for line in lines.strip("\n").split("\n"))
+
+
+_ENCODE_TABLE_SRC = f"""
+def _encode_table(table, depth):
     if depth > MAX_DEPTH:
-        raise AMQPSyntaxError(f"field tables nested deeper than {MAX_DEPTH}")
+        raise AMQPSyntaxError("field tables nested deeper than %d" % MAX_DEPTH)
     if not table:
-        return b"\x00\x00\x00\x00"
-    parts: list[bytes] = []
-    byte = _BYTE
+        return b"\\x00\\x00\\x00\\x00"
+    parts = []
     try:
-        items = table.items()
-    except AttributeError:
-        raise AMQPSyntaxError(f"a field table must be a dict, not {type(table).__name__}") from None
-    for key, value in items:
-        t = key.__class__
-        if t is str:
-            raw = key.encode("utf-8")
-        elif t is bytes or isinstance(key, (bytes, bytearray, str)):
-            raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
-        else:
-            raise AMQPSyntaxError(f"field-table keys must be str, not {t.__name__} ({key!r})")
-        try:
-            klen = byte[len(raw)]
-        except IndexError:
-            raise AMQPSyntaxError(f"field name longer than 255 bytes: {raw[:40]!r}...") from None
-        t = value.__class__
-        if t is str:  # inline fast paths: str -> 'S', int in int32 range -> 'I'
-            v = value.encode("utf-8")
-            parts += (klen, raw, _S_HEAD(83, len(v)), v)
-        elif t is int and -2147483648 <= value <= 2147483647:
-            parts += (klen, raw, _I_VALUE(73, value))
-        else:
-            parts += (klen, raw, _encode_value(value, depth))
+{table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
+        raise _table_error(table, exc) from exc
     body = b"".join(parts)
     return _u32_pack(len(body)) + body
+
+
+def encode_table(table):
+    if not table:
+        return b"\\x00\\x00\\x00\\x00"
+    parts = []
+    depth = 0
+    try:
+{table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
+        raise _table_error(table, exc) from exc
+    body = b"".join(parts)
+    return _u32_pack(len(body)) + body
+"""
+exec(compile(_ENCODE_TABLE_SRC, "<amqp field table encoder>", "exec"), globals())
+encode_table.__doc__ = """Encode a field table (``None`` or ``{}`` → empty table). Returns the wire bytes.
+
+``table`` maps str keys (at most 255 UTF-8 bytes) to values encoded as described in the
+module docstring. Raises AMQPSyntaxError (502) for values that cannot be represented.
+"""
 
 
 def _encode_array(values: Any, depth: int) -> bytes:
@@ -485,16 +550,6 @@ def _encode_array(values: Any, depth: int) -> bytes:
         raise AMQPSyntaxError(f"field arrays nested deeper than {MAX_DEPTH}")
     body = b"".join([_encode_value(v, depth) for v in values])
     return _u32_pack(len(body)) + body
-
-
-def encode_table(table: dict | None) -> bytes:
-    """Encode a field table (``None`` or ``{}`` → empty table). Returns the wire bytes.
-
-    Raises AMQPSyntaxError (502) for values that cannot be represented.
-    """
-    if not table:
-        return b"\x00\x00\x00\x00"
-    return _encode_table(table, 0)
 
 
 def encode_array(values: list | tuple) -> bytes:

@@ -234,7 +234,7 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         v = str(o["verify"]).strip().lower()
         if v not in ("verify_peer", "verify_none", "true", "false"):
             raise _err("verify", o["verify"], "verify_peer, verify_none, true or false")
-        tls["verify"] = v in ("verify_peer", "true")
+        tls["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
 
     heartbeat = _int(o, "heartbeat", minimum=0, default=None)
     if heartbeat is not None and heartbeat > 65535:

@@ -240,7 +240,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         if k in opts:
             kw[k] = opts[k]
     if "verify" in opts:
-        kw["verify"] = _choice("verify", opts["verify"], _VERIFY_MODES) in ("verify_peer", "true")
+        # the client takes "verify_peer" | "verify_none" (ConnectionParameters.verify)
+        v = _choice("verify", opts["verify"], _VERIFY_MODES)
+        kw["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
     if "servernameindication" in opts:
         kw["server_name_indication"] = opts["servernameindication"]
     if "heartbeat" in opts:

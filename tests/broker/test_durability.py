@@ -104,7 +104,9 @@ def test_kill9_after_confirm_loses_nothing(tmp_path, broker_process):
         kq2.append(r[2])
     assert kq == confirmed  # every message, in order
     expected_kq2 = [x for i, x in enumerate(confirmed) if i % 2]
-    assert sorted(kq2) == sorted(set(expected_kq2) - set(acked))
+    # acks are not fsynced before the next reply (nor in RabbitMQ): an acked message may come
+    # back after kill -9 (at-least-once), a confirmed unacked one must
+    assert set(expected_kq2) - set(acked) <= set(kq2) <= set(expected_kq2)
     c2.close()
 
 

@@ -201,3 +201,12 @@ def test_memory_alarm_blocks_publishers(configured):
     ch.basic_publish("", q, b"after")  # publishing works again
     assert ch.queue_declare(q, passive=True).method.message_count == 1
     c.close()
+
+
+def test_max_connections_is_530():
+    with EmbeddedBroker(config=BrokerConfig(max_connections=1)) as b:
+        c = pika.BlockingConnection(pika.URLParameters(b.url))
+        with pytest.raises((pika.exceptions.ConnectionClosedByBroker, pika.exceptions.ProbableAccessDeniedError)) as ei:
+            pika.BlockingConnection(pika.URLParameters(b.url))
+        assert "530" in str(ei.value)
+        c.close()

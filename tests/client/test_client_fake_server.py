@@ -359,6 +359,10 @@ def test_confirm_timeout_and_window_wakeup():
             with pytest.raises(ConfirmTimeout) as ei:
                 ch.wait_for_confirms(timeout=0.2)
             assert ei.value.outstanding == 2
+            ch.window_timeout = 0.1
+            with pytest.raises(ConfirmTimeout):
+                ch.basic_publish(b"not sent: the window stays full")
+            ch.window_timeout = None
             threading.Timer(0.2, release.set).start()
             t0 = time.monotonic()
             assert ch.basic_publish(b"3") == 3  # blocked by the window until the ack
@@ -423,3 +427,101 @@ def test_socket_reset_mid_rpc_is_connection_lost():
         with pytest.raises(ConnectionLost):
             ch.basic_publish(b"x")
         conn.close()
+
+
+def test_tls_large_message_and_heartbeat_timeout(tls_files):
+    """1 MiB over TLS (many records and frames), then the server goes silent: dead-peer
+    detection must work through the TLS transport too."""
+    _, cert, key = tls_files
+    big = bytes(range(256)) * 4096
+
+    def script(side):
+        side.handshake(heartbeat=1)
+        ch, _ = side.recv_method()
+        side.send(ch, spec.Channel.OpenOk(b""))
+        ch, m = side.recv_method()
+        assert isinstance(m, spec.Basic.Get)
+        from spark_amqp.protocol import BasicProperties
+        side.sock.sendall(side.sm.send_message(ch, spec.Basic.GetOk(1, False, "", "q", 0),
+                                               BasicProperties(message_id="big"), big))
+        # then silence
+
+    with FakeServer(script, tls_context=_server_context(cert, key)) as srv:
+        conn = connect(srv.url + "?verify=verify_none", heartbeat=1)
+        ch = conn.channel()
+        d = ch.basic_get("q")
+        assert d.body == big and d.properties.message_id == "big"
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionLost, match="heartbeat"):
+            ch.basic_get("q")
+        assert time.monotonic() - t0 <= 3.5
+        conn.close()
+    assert srv.error is None
+
+
+def test_close_does_not_hang_behind_a_blocked_writer():
+    """The server stops reading (as RabbitMQ does for a blocked publisher): a publishing
+    thread sticks in sendall; close(timeout) must still return and unblock it."""
+    stop_reading = threading.Event()
+
+    def script(side):
+        side.handshake()
+        _open_channel(side)
+        stop_reading.set()
+
+    with FakeServer(script) as srv:
+        conn = connect(srv.url)
+        ch = conn.channel()
+        assert stop_reading.wait(5)
+        errors = []
+
+        def publisher():
+            try:
+                while True:
+                    ch.basic_publish(b"x" * 65536)
+            except Exception as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=publisher, daemon=True)
+        t.start()
+        time.sleep(0.5)  # socket buffers full, publisher blocked in sendall
+        assert t.is_alive()
+        t0 = time.monotonic()
+        conn.close(timeout=0.5)
+        assert time.monotonic() - t0 < 3
+        t.join(5)
+        assert not t.is_alive() and errors
+        from spark_amqp.client import ConnectionClosed
+        assert isinstance(errors[0], (ConnectionClosed, ConnectionLost))
+
+
+def test_slow_callback_is_not_a_dead_peer():
+    """A consumer callback blocking the I/O thread for > 2 heartbeat intervals must not be
+    mistaken for a dead broker: data waiting in the socket is read first."""
+    def script(side):
+        side.handshake(heartbeat=1)
+        ch, _ = side.recv_method()
+        side.send(ch, spec.Channel.OpenOk(b""))
+        ch, m = side.recv_method()
+        side.send(ch, spec.Basic.ConsumeOk("ctag"))
+        from spark_amqp.protocol import BasicProperties
+        for i in range(2):
+            side.sock.sendall(side.sm.send_message(ch, spec.Basic.Deliver("ctag", i + 1, False, "", "q"),
+                                                   BasicProperties(), b"m"))
+        t_end = time.monotonic() + 4
+        while time.monotonic() < t_end:  # keep the heartbeats coming
+            side.sock.sendall(side.sm.send_heartbeat())
+            time.sleep(0.3)
+
+    got = []
+
+    def slow(d):
+        got.append(d.delivery_tag)
+        if d.delivery_tag == 1:
+            time.sleep(2.6)  # > 2 intervals of heartbeat=1 without reading
+
+    with FakeServer(script) as srv:
+        with connect(srv.url, heartbeat=1) as conn:
+            conn.channel().basic_consume("q", no_ack=True, callback=slow)
+            time.sleep(3.2)
+            assert got == [1, 2] and conn.is_open, conn.error

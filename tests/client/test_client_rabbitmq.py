@@ -139,6 +139,20 @@ def test_mandatory_unroutable_returned_before_ack(conn, unique):
     assert ch.wait_for_confirms(timeout=10) == (1, [], [])
 
 
+def test_returns_without_confirm_mode(conn, unique):
+    ch = conn.channel()
+    ch.basic_publish(b"a", routing_key=unique("nobody"), mandatory=True)
+    ch.queue_declare("", exclusive=True)  # a round trip: the return arrived before its reply
+    [r] = ch.take_returned()
+    assert r.reply_code == 312 and r.body == b"a"
+    assert ch.take_returned() == []
+    got = []
+    ch.on_return = got.append
+    ch.basic_publish(b"b", routing_key=unique("nobody"), mandatory=True)
+    ch.queue_declare("", exclusive=True)
+    assert [x.body for x in got] == [b"b"] and ch.take_returned() == []
+
+
 def test_ack_unknown_delivery_tag_is_406(conn, queue):
     ch = conn.channel()
     ch.basic_ack(12345)
@@ -346,6 +360,27 @@ def test_server_cancel_notification(conn, unique):
         ch.drain(timeout=0.1)
     assert cancelled == [tag] and tag in ch.cancelled_consumers
     assert ch.is_open
+    ch.basic_cancel(tag)  # RabbitMQ answers cancel-ok for a consumer it already cancelled
+
+
+def test_callback_exception_does_not_kill_the_connection(conn, queue, caplog):
+    ch = conn.channel()
+    seen, done = [], threading.Event()
+
+    def on_message(d):
+        seen.append(d.body)
+        if d.body == b"boom":
+            raise ValueError("user bug")
+        done.set()
+
+    ch.basic_consume(queue, no_ack=True, callback=on_message)
+    pub = conn.channel()
+    pub.basic_publish(b"boom", routing_key=queue)
+    pub.basic_publish(b"fine", routing_key=queue)
+    assert done.wait(10)
+    assert seen == [b"boom", b"fine"] and conn.is_open and ch.is_open
+    assert any(r.exc_info and "user bug" in str(r.exc_info[1])
+               for r in caplog.records if r.name == "spark_amqp.client")
 
 
 def test_transactions(conn, queue):

@@ -410,7 +410,6 @@ def test_decoder_one_byte_at_a_time_and_megabytes():
     for i in range(0, len(wire), 1 << 20):
         out += dec.feed(wire[i:i + (1 << 20)])
     assert out == expected
-    assert dec.frames_received > 700
 
 
 def test_interleaved_channels_assemble_separately():

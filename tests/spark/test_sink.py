@@ -134,6 +134,23 @@ def test_missing_exchange_fails_the_save_with_404(spark, broker_url, unique):
     assert time.monotonic() - t0 < 20, "the failure must be reported, not waited out"
 
 
+def test_missing_exchange_fails_the_streaming_query_with_404(spark, broker_url, unique, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(100)))
+    df = spark.readStream.schema("id long").json(str(src)).select(
+        F.col("id").cast("string").alias("body"))
+    t0 = time.monotonic()
+    q = (df.writeStream.format("amqp").option("uri", broker_url)
+         .option("exchange", unique("missing")).option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    with pytest.raises(Exception) as ei:
+        q.awaitTermination(60)
+    msg = str(ei.value)
+    assert "404" in msg and "no exchange" in msg and "micro-batch 0" in msg, msg[-2000:]
+    assert time.monotonic() - t0 < 30, "the failure must be reported, not waited out"
+
+
 def test_mandatory_unroutable_fails_or_is_ignored(spark, broker_url, unique):
     ex = unique("sink-noroute")
     df = spark.createDataFrame([("x",), ("y",)], "body string").coalesce(1)
@@ -242,3 +259,46 @@ def test_streaming_restart_duplicates_only_from_the_retried_batch(spark, broker_
     for mid, (b, *_) in by_id.items():
         qid, batch, part, row = mid.split(":")
         assert int(batch) == b // per_file and int(row) == b % per_file
+
+
+def test_sink_source_round_trip_and_stream_written_back_unchanged(spark, broker_url, unique,
+                                                                  tmp_path):
+    """DataFrame → sink → queue A → amqp source stream → sink (all source columns, unchanged)
+    → queue B → amqp source → DataFrame equal to the original (chispa)."""
+    qa, qb = unique("sink-rt-a"), unique("sink-rt-b")
+    with connect(broker_url) as conn:
+        ch = conn.channel()
+        ch.queue_declare(qa)
+        ch.queue_declare(qb)
+    n = 2000
+    rows = [(r[0], "", qa) + r[3:] for r in (_row(i, "") for i in range(n))]
+    rows = [r[:4] + ((2 if r[4] is None else r[4]),) + r[5:] for r in rows]
+    df = spark.createDataFrame(rows, ROUND_TRIP_SCHEMA).repartition(2)
+    try:
+        df.write.format("amqp").option("uri", broker_url).mode("append").save()
+
+        def source(q):
+            return (spark.readStream.format("amqp").option("uri", broker_url)
+                    .option("queue", q).load())
+
+        back = (source(qa).writeStream.format("amqp").option("uri", broker_url)
+                .option("routingKey", qb).option("checkpointLocation", str(tmp_path / "w"))
+                .trigger(availableNow=True).start())
+        assert back.awaitTermination(120) and back.exception() is None
+        mem = (source(qb).writeStream.format("memory").queryName("sink_rt_b")
+               .option("checkpointLocation", str(tmp_path / "r")).trigger(availableNow=True)
+               .start())
+        assert mem.awaitTermination(120) and mem.exception() is None
+        out = spark.table("sink_rt_b")
+        assert out.count() == n
+        cols = [f.name for f in ROUND_TRIP_SCHEMA.fields if f.name != "routing_key"]
+        key = F.col("correlation_id").cast("int")
+        actual = out.select(*cols).orderBy(key)
+        expected = df.select(*cols).orderBy(key)
+        assert_df_equality(actual, expected, ignore_nullable=True)
+        assert {r.routing_key for r in out.select("routing_key").distinct().collect()} == {qb}
+    finally:
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            ch.queue_delete(qa)
+            ch.queue_delete(qb)

@@ -46,10 +46,13 @@ def test_all_options_parse():
     assert (o.delivery_mode, o.max_in_flight, o.confirm_timeout) == (1, 5, 1.5)
     assert (o.declare_exchange, o.exchange_type, o.exchange_durable, o.message_id) == \
         (True, "topic", False, "deterministic")
-    assert o.connect_args() == {"cacertfile": "/ca.pem", "verify": False,
+    assert o.connect_args() == {"cacertfile": "/ca.pem", "verify": "verify_none",
                                 "server_name_indication": "h", "heartbeat": 10,
                                 "connection_timeout": 2.5}
     pickle.loads(pickle.dumps(o))
+    from spark_amqp.client import parse_uri
+
+    parse_uri(o.uri).replace(**o.connect_args())  # the client accepts every connect argument
 
 
 @pytest.mark.parametrize("opts, needle", [
@@ -137,6 +140,17 @@ def test_writers_validate_in_constructor_and_pickle():
 
 
 # -- Arrow batch → messages ---------------------------------------------------------------------
+def _props(p):
+    """BasicProperties of a converted message (decoding the fast path's pre-encoded bytes)."""
+    from spark_amqp.protocol.properties import decode_properties
+
+    raw = p.encode()
+    decoded = decode_properties(raw, 0, len(raw))
+    if isinstance(p, BasicProperties):
+        assert decoded == p
+    return decoded
+
+
 def _plan(schema_fields, **opts):
     return plan_columns(_schema(*schema_fields), parse_sink_options(opts))
 
@@ -187,25 +201,46 @@ def test_convert_options_override_columns_and_string_body():
     msgs = batch_to_messages(plan, batch, "w:0", 0)
     assert [m[:3] for m in msgs] == [("héllo".encode(), "E", "R"), (b"", "E", "R")]
     assert all(m[4] is True for m in msgs)
-    assert [m[3].delivery_mode for m in msgs] == [1, 1]
-    assert [m[3].message_id for m in msgs] == ["w:0:0", "w:0:1"]
+    assert [_props(m[3]).delivery_mode for m in msgs] == [1, 1]
+    assert [_props(m[3]).message_id for m in msgs] == ["w:0:0", "w:0:1"]
 
 
 def test_convert_message_id_none_and_column():
     b = pa.RecordBatch.from_pydict({"body": pa.array([b"x"], pa.binary())})
-    assert batch_to_messages(_plan([("body", BinaryType())], messageid="none"), b, None, 0)[0][3] \
-        == BasicProperties(delivery_mode=2)
+    assert _props(batch_to_messages(_plan([("body", BinaryType())], messageid="none"), b, None,
+                                    0)[0][3]) == BasicProperties(delivery_mode=2)
     b2 = pa.RecordBatch.from_pydict({"body": pa.array([b"x", b"y"], pa.binary()),
                                      "message_id": ["m", None]})
     plan = _plan([("body", BinaryType()), ("message_id", StringType())], messageid="column")
-    assert [m[3].message_id for m in batch_to_messages(plan, b2, None, 0)] == ["m", None]
+    assert [_props(m[3]).message_id for m in batch_to_messages(plan, b2, None, 0)] == ["m", None]
+    b3 = pa.RecordBatch.from_pydict({"body": pa.array([b"x", b"y"], pa.binary()),
+                                     "message_id": ["m", "ü"]})
+    assert [_props(m[3]) for m in batch_to_messages(plan, b3, None, 0)] == [
+        BasicProperties(delivery_mode=2, message_id="m"),
+        BasicProperties(delivery_mode=2, message_id="ü")]
+    auto = _plan([("body", BinaryType()), ("message_id", StringType())])
+    assert [_props(m[3]).message_id for m in batch_to_messages(auto, b2, "p", 5)] == ["m", "p:6"]
+
+
+def test_fast_path_bytes_equal_basic_properties_encoding():
+    from spark_amqp.spark.sink_convert import EncodedProperties
+
+    plan = _plan([("body", BinaryType())], deliverymode="1")
+    b = pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 3, pa.binary())})
+    msgs = batch_to_messages(plan, b, "q" * 200, 98)
+    assert all(isinstance(m[3], EncodedProperties) for m in msgs)
+    assert [m[3].encode() for m in msgs] == [
+        BasicProperties(delivery_mode=1, message_id=f"{'q' * 200}:{i}").encode()
+        for i in (98, 99, 100)]
+    with pytest.raises(SinkDataError, match="column `message_id` is 256 UTF-8 bytes at row 0"):
+        batch_to_messages(plan, b, "q" * 254, 0)
 
 
 def test_convert_integer_timestamp_and_empty_batch():
     plan = _plan([("body", BinaryType()), ("timestamp", LongType())])
     b = pa.RecordBatch.from_pydict({"body": pa.array([b"x"], pa.binary()),
                                     "timestamp": pa.array([1700000000], pa.int64())})
-    assert batch_to_messages(plan, b, None, 0)[0][3].timestamp == 1700000000
+    assert _props(batch_to_messages(plan, b, None, 0)[0][3]).timestamp == 1700000000
     assert batch_to_messages(plan, b.slice(0, 0), None, 0) == []
 
 

@@ -57,7 +57,7 @@ def test_options_defaults_and_prefetch_derivation():
     o = parse_source_options({"queue": "q", "queuearguments": '{"x-queue-type": "quorum"}',
                               "declare": "TRUE", "verify": "verify_none", "heartbeat": "10"})
     assert o.queue_arguments == {"x-queue-type": "quorum"} and o.declare
-    assert o.client_kwargs() == {"verify": False, "heartbeat": 10}
+    assert o.client_kwargs() == {"verify": "verify_none", "heartbeat": 10}
 
 
 @pytest.mark.parametrize("opts, match", [
@@ -342,3 +342,12 @@ def test_available_now_plans_only_the_snapshot():
     assert len(broker.acked["a"]) == 7 and broker.acked["b"] == [b"b"]
     r.stop()
     assert [b for b, _, _ in broker.ready["a"]][-5:] == [b"late"] * 5
+
+
+def test_tls_options_pass_to_the_client():
+    o = parse_source_options({"queue": "q", "uri": "amqps://u:p@h:5671/v", "cacertfile": "/ca.pem",
+                              "certfile": "/c.pem", "keyfile": "/k.pem", "verify": "verify_peer",
+                              "servernameindication": "broker.example", "connectiontimeout": "2.5"})
+    assert o.client_kwargs() == {"cacertfile": "/ca.pem", "certfile": "/c.pem",
+                                 "keyfile": "/k.pem", "server_name_indication": "broker.example",
+                                 "verify": "verify_peer", "connection_timeout": 2.5}

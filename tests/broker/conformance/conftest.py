@@ -1,4 +1,4 @@
-"""Helpers for the broker conformance suite (pika ``BlockingConnection`` as the client).
+"""Fixtures of the broker conformance suite (pika ``BlockingConnection`` as the client).
 
 Every test in this folder takes the ``broker_url`` fixture of tests/conftest.py, so it runs
 once against the embedded broker and once against the real RabbitMQ 3.10 at 127.0.0.1:5672;
@@ -20,13 +20,27 @@ Helpers live in conformance_helpers.py (``from conformance_helpers import ...``)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance_helpers import Amqp
 
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark this folder's RabbitMQ runs with the ``rabbitmq`` marker (``-m "not rabbitmq"``)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if (callspec is not None and callspec.params.get("broker_url") == "rabbitmq"
+                and _HERE in Path(str(item.fspath)).resolve().parents):
+            item.add_marker(pytest.mark.rabbitmq)
+
 
 @pytest.fixture
 def amqp(broker_url, unique):
+    """An :class:`Amqp` helper for ``broker_url``; deletes what it declared at teardown."""
     helper = Amqp(broker_url, unique)
     yield helper
     helper.cleanup()
@@ -34,21 +48,12 @@ def amqp(broker_url, unique):
 
 @pytest.fixture
 def conn(amqp):
+    """A pika BlockingConnection to the broker under test (closed at teardown)."""
     return amqp.connect()
 
 
 @pytest.fixture
 def ch(conn):
+    """A channel on ``conn``."""
     return conn.channel()
 
-
-@pytest.fixture(scope="session")
-def embedded_broker():
-    """As tests/conftest.py's ``embedded_broker``, but skips (instead of erroring) while
-    spark_amqp.broker is not importable yet, so ``broker_url[embedded]`` tests skip cleanly."""
-    try:
-        from spark_amqp import EmbeddedBroker
-    except ImportError as e:
-        pytest.skip(f"embedded broker not importable yet ({e})")
-    with EmbeddedBroker() as broker:
-        yield broker

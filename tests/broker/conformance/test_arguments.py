@@ -7,7 +7,7 @@ from __future__ import annotations
 import pika
 import pytest
 
-from conformance_helpers import broker_closes_channel, get
+from conformance_helpers import broker_closes_channel, broker_closes_connection, get
 
 
 @pytest.mark.parametrize("args", [
@@ -102,3 +102,44 @@ def test_ack_multiple_beyond_last_tag_is_406(amqp, ch):
     ch.basic_ack(m.tag + 1, multiple=True)
     with broker_closes_channel(406):
         ch.queue_declare(q, passive=True)
+
+
+@pytest.mark.parametrize("first,second", [
+    ({"x-max-length": 5}, None),                                  # argument dropped
+    (None, {"x-max-length": 5}),                                  # argument added
+    ({"x-single-active-consumer": False}, None),
+    ({"x-dead-letter-exchange": "a"}, {"x-dead-letter-exchange": "b"}),
+], ids=["dropped", "added", "sac-dropped", "dlx-changed"])
+def test_queue_argument_equivalence_is_406(amqp, ch, first, second):
+    # Rule 19: RabbitMQ compares the arguments it knows: "inequivalent arg '<name>'".
+    q = amqp.queue(ch, arguments=first)
+    with broker_closes_channel(406) as ei:
+        ch.queue_declare(q, arguments=second)
+    assert "inequivalent arg" in str(ei.value)
+
+
+def test_quorum_redeclare_without_type_is_406(amqp, ch):
+    q = amqp.queue(ch, prefix="qq", durable=True, arguments={"x-queue-type": "quorum"})
+    with broker_closes_channel(406):
+        ch.queue_declare(q, durable=True)
+
+
+def test_unknown_queue_argument_differences_are_ignored(amqp, ch):
+    q = amqp.queue(ch, arguments={"x-spark-amqp-unknown": 1})
+    ch.queue_declare(q, arguments={"x-spark-amqp-unknown": 2})
+    ch.queue_declare(q, arguments={"x-queue-type": "classic"})  # the default type, explicitly
+
+
+def test_unknown_exchange_argument_differences_are_ignored(amqp, ch):
+    # RabbitMQ 3.10 checks only alternate-exchange among exchange arguments for equivalence;
+    # other (unknown) arguments may differ on redeclare (observed: declare-ok).
+    x = amqp.exchange(ch, "direct", arguments={"x-spark-amqp-unknown": 1})
+    ch.exchange_declare(x, exchange_type="direct", arguments={"x-spark-amqp-unknown": 2})
+    assert ch.is_open
+
+
+def test_exchange_type_is_case_sensitive(amqp, conn, ch):
+    # "Direct" is not "direct": RabbitMQ 3.10 -> 503 COMMAND_INVALID "unknown exchange type".
+    name = amqp.track_exchange(amqp.unique("case"))
+    with broker_closes_connection(503):
+        ch.exchange_declare(name, exchange_type="Direct")

@@ -7,7 +7,7 @@ import time
 
 import pika
 
-from conformance_helpers import Collector, broker_closes_channel, broker_closes_connection, get
+from conformance_helpers import Collector, broker_closes_channel, broker_closes_connection
 
 
 def publish(ch, q, n, prefix="m"):
@@ -167,3 +167,31 @@ def test_single_active_consumer(amqp, conn, ch):
     publish(ch, q, 3, prefix="n")
     assert b.wait(3) and b.bodies == [b"n0", b"n1", b"n2"]
     assert len(a.messages) == 6
+
+
+def test_single_active_consumer_counts_all_consumers(amqp, conn, ch):
+    # declare-ok consumer_count counts every registered consumer, active or waiting.
+    q = amqp.queue(ch, arguments={"x-single-active-consumer": True})
+    ch.basic_consume(q, lambda *a: None)
+    ch.basic_consume(q, lambda *a: None)
+    assert amqp.counts(q) == (0, 2)
+
+
+def test_single_active_consumer_failover_redelivers_unacked(amqp, conn, ch):
+    # When the active consumer's channel closes, its unacked messages are requeued and the
+    # next consumer becomes active and receives them, in order, redelivered.
+    q = amqp.queue(ch, arguments={"x-single-active-consumer": True})
+    publish(ch, q, 3)
+    first = conn.channel()
+    a = Collector(conn)
+    first.basic_consume(q, a)
+    assert len(a.wait(3)) == 3
+    second = conn.channel()
+    b = Collector(conn)
+    second.basic_consume(q, b)
+    b.settle()
+    assert b.messages == []
+    first.close()
+    msgs = b.wait(3)
+    assert [(m.body, m.redelivered) for m in msgs] == [(b"m0", True), (b"m1", True), (b"m2", True)]
+    amqp.wait_counts(q, (0, 1))

@@ -370,3 +370,36 @@ def test_exclusive_queue_survives_its_channel_closing(amqp, conn):
     q = c1.queue_declare("", exclusive=True).method.queue
     c1.close()
     assert conn.channel().queue_declare(q, passive=True).method.queue == q
+
+
+@pytest.mark.parametrize("op", ["declare", "passive", "delete", "e2e-source", "e2e-destination"])
+def test_default_exchange_operations_are_403(amqp, ch, op):
+    # Rule 11: RabbitMQ refuses every operation on the default exchange other than publishing
+    # through it: 403 "operation not permitted on the default exchange" (even a passive declare).
+    other = None
+    if op.startswith("e2e"):
+        other = amqp.exchange(ch, "fanout")
+    with broker_closes_channel(403):
+        if op == "declare":
+            ch.exchange_declare("", exchange_type="direct")
+        elif op == "passive":
+            ch.exchange_declare("", passive=True)
+        elif op == "delete":
+            ch.exchange_delete("")
+        elif op == "e2e-source":
+            ch.exchange_bind(destination=other, source="")
+        else:
+            ch.exchange_bind(destination="", source=other)
+
+
+def test_exchange_delete_if_unused_counts_outgoing_bindings_only(amqp, ch):
+    # if-unused looks at bindings where the exchange is the *source*: the destination of an
+    # exchange-to-exchange binding can be deleted with if-unused, the source cannot (406).
+    src = amqp.exchange(ch, "fanout")
+    dst = amqp.exchange(ch, "fanout")
+    ch.exchange_bind(destination=dst, source=src)
+    with broker_closes_channel(406):
+        ch.exchange_delete(src, if_unused=True)
+    ch2 = amqp.channel()
+    ch2.exchange_delete(dst, if_unused=True)
+    assert not amqp.exchange_exists(dst)

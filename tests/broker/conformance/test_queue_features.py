@@ -11,7 +11,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from conformance_helpers import Collector, broker_closes_channel, get, get_all
+from conformance_helpers import Collector, broker_closes_channel, broker_closes_connection, get, get_all
 
 
 def publish(ch, q, n, prefix="m", properties=None, exchange=""):
@@ -448,3 +448,55 @@ def test_max_length_zero_still_delivers_to_waiting_consumer(amqp, conn, ch):
     ch.basic_consume(q, col, auto_ack=True)
     ch.basic_publish("", q, b"direct")
     assert col.wait(1) and col.bodies == [b"direct"]
+
+
+def test_quorum_requeue_goes_to_the_back(amqp, ch):
+    # Unlike classic queues (requeued messages return to their original place at the head),
+    # RabbitMQ 3.10 quorum queues append returned messages at the back, in the order they
+    # were returned (observed: publish m0 m1 m2; get m0, m1; nack m1, then m0 -> m2, m1, m0).
+    q = amqp.queue(ch, prefix="qq", durable=True, arguments={"x-queue-type": "quorum"})
+    publish(ch, q, 3)
+    amqp.wait_counts(q, (3, 0))
+    m0, m1 = get(ch, q), get(ch, q)
+    ch.basic_nack(m1.tag, requeue=True)
+    ch.basic_nack(m0.tag, requeue=True)
+    amqp.wait_counts(q, (3, 0))
+    out = [(m.body, m.redelivered, m.headers.get("x-delivery-count")) for m in get_all(ch, q)]
+    assert out == [(b"m2", False, 0), (b"m1", True, 1), (b"m0", True, 1)]
+
+
+def test_quorum_consume_with_global_qos_is_540(amqp, ch):
+    # RabbitMQ 3.10: quorum queues do not support per-channel (global) prefetch: consuming on a
+    # channel with basic.qos(global=true) closes the connection with 540 NOT_IMPLEMENTED
+    # "queue '...' in vhost '/' does not support global qos".
+    q = amqp.queue(ch, prefix="qq", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.basic_qos(prefetch_count=5, global_qos=True)
+    with broker_closes_connection(540):
+        ch.basic_consume(q, lambda *a: None)
+
+
+def test_quorum_max_priority_is_406(amqp, ch):
+    # RabbitMQ 3.10: "invalid arg 'x-max-priority' for queue ... of queue type
+    # rabbit_quorum_queue" (priorities are a classic-queue feature in 3.10).
+    name = amqp.track_queue(amqp.unique("qq"))
+    with broker_closes_channel(406):
+        ch.queue_declare(name, durable=True,
+                         arguments={"x-queue-type": "quorum", "x-max-priority": 5})
+
+
+def test_quorum_reject_publish_soft_limit(amqp, ch):
+    # RabbitMQ 3.10 quorum queues apply reject-publish once the limit has been *exceeded*:
+    # with x-max-length=1 the 2nd publish is still accepted (2 messages), the 3rd and 4th are
+    # nacked (observed: ack, ack, nack, nack; message_count 2). Classic queues nack the 2nd.
+    q = amqp.queue(ch, prefix="qq", durable=True, arguments={
+        "x-queue-type": "quorum", "x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.confirm_delivery()
+    outcome = []
+    for i in range(4):
+        try:
+            ch.basic_publish("", q, f"m{i}".encode())
+            outcome.append("ack")
+        except pika.exceptions.NackError:
+            outcome.append("nack")
+    assert outcome == ["ack", "ack", "nack", "nack"]
+    amqp.wait_counts(q, (2, 0))

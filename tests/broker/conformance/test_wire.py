@@ -107,10 +107,16 @@ def test_unknown_mechanism_closes_socket_without_close_method(peer):
 
 
 def test_wrong_password_raw_403(peer):
-    # Rule 3: with the authentication_failure_close capability -> connection.close 403.
-    with pytest.raises(AssertionError):
-        peer.open(response=b"\0" + peer.user.encode() + b"\0wrong-password")
-    # open() failed on expecting connection.tune: a connection.close 403 came instead.
+    # Rule 3: with the authentication_failure_close capability (sent by RawPeer) bad
+    # credentials -> connection.close 403 ACCESS_REFUSED instead of connection.tune.
+    peer.send(PROTOCOL_HEADER)
+    peer.expect(spec.Connection.Start)
+    peer.send_method(0, spec.Connection.StartOk(
+        client_properties={"capabilities": {"authentication_failure_close": True}},
+        mechanism="PLAIN", response=b"\0" + peer.user.encode() + b"\0wrong-password",
+        locale="en_US"))
+    close = peer.wait_connection_close(5)
+    assert close is not None and close.reply_code == 403, close
 
 
 # --- framing errors ---------------------------------------------------------------------------

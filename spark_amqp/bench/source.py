@@ -1,0 +1,295 @@
+"""Benchmark of the ``amqp`` streaming source, side by side with its two baselines, same run.
+
+``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
+[--body-size 200] [--max-per-trigger 100000] [--prefetch 200000] [--per-partition 50000]
+[--url amqp://...]``
+
+For each broker a unique non-durable queue is filled with ``--messages`` bodies of
+``--body-size`` bytes (no properties), then drained by, in turn:
+
+- **pika loop** (the raw client rate): ``basic_qos(1000)``, ``basic_consume`` with a callback,
+  manual ``basic_ack(multiple=True)`` every 100 messages, until the queue is empty.
+- **amqp source**: ``spark.readStream.format("amqp")`` with ``maxMessagesPerTrigger`` /
+  ``prefetch`` / ``maxMessagesPerPartition`` as given, ``trigger(availableNow=True)`` into the
+  ``noop`` sink; timed from ``start()`` to termination (query start-up included), plus the rate
+  over the micro-batches alone (sum of ``triggerExecution``).
+- **ceiling**: a synthetic Python streaming data source with the same schema, the same batch
+  and partition sizes and Arrow batches of the same rows, generated on the executors with no
+  broker at all: what Spark itself can take on this machine.
+
+The queue is refilled before each contender. The embedded broker runs in a subprocess (its own
+interpreter, like RabbitMQ). Rates are rows (messages) per second. Targets (issue 4): the
+source >= 1.5x the pika loop and >= 0.5x the ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+# --------------------------------------------------------------------------- brokers
+
+def _start_embedded() -> tuple[subprocess.Popen, str]:
+    code = ("import sys, time\nfrom spark_amqp import EmbeddedBroker\n"
+            "b = EmbeddedBroker().start()\nprint(b.url, flush=True)\n"
+            "sys.stdin.read()\nb.stop()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    url = p.stdout.readline().strip()
+    if not url:
+        raise RuntimeError("embedded broker did not start")
+    return p, url
+
+
+def _fill(url: str, queue: str, n: int, body: bytes) -> None:
+    from ..client import connect
+
+    with connect(url) as c:
+        ch = c.channel()
+        ch.confirm_select()
+        left = n
+        while left:
+            k = min(left, 20000)
+            ch.publish_batch([(body,)] * k, routing_key=queue)
+            ch.wait_for_confirms(timeout=300)
+            left -= k
+        deadline = time.monotonic() + 120
+        while ch.queue_declare(queue, passive=True).message_count < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"queue {queue} did not reach {n} messages")
+            time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- contenders
+
+def pika_loop(url: str, queue: str, n: int) -> float:
+    """Seconds for a pika manual-ack consume loop to take ``n`` messages."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=1000)
+    state = {"n": 0}
+
+    def on_msg(chan, method, props, body):
+        state["n"] += 1
+        if state["n"] % 100 == 0 or state["n"] == n:
+            chan.basic_ack(method.delivery_tag, multiple=True)
+        if state["n"] >= n:
+            chan.stop_consuming()
+
+    t0 = time.perf_counter()
+    ch.basic_consume(queue, on_msg, auto_ack=False)
+    ch.start_consuming()
+    dt = time.perf_counter() - t0
+    conn.close()
+    return dt
+
+
+@dataclass
+class SparkRun:
+    wall: float          # start() .. termination, seconds
+    batches_s: float     # sum of triggerExecution, seconds
+    rows: int
+    batches: int
+    phases: dict        # durationMs summed per phase over the batches with rows
+
+    def phase_text(self) -> str:
+        keep = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+        return ", ".join(f"{k} {self.phases.get(k, 0) / 1e3:.1f}s" for k in keep)
+
+
+def _run_query(spark, df, tmpdir: str) -> SparkRun:
+    ck = os.path.join(tmpdir, uuid.uuid4().hex)
+    t0 = time.perf_counter()
+    q = (df.writeStream.format("noop").trigger(availableNow=True)
+         .option("checkpointLocation", ck).start())
+    q.awaitTermination()
+    wall = time.perf_counter() - t0
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    prog = [p for p in q.recentProgress if p["numInputRows"]]
+    phases: dict = {}
+    for p in prog:
+        for k, v in p["durationMs"].items():
+            phases[k] = phases.get(k, 0) + v
+    return SparkRun(wall, sum(p["durationMs"].get("triggerExecution", 0) for p in prog) / 1e3,
+                    sum(p["numInputRows"] for p in prog), len(prog), phases)
+
+
+def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
+    df = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+          .option("maxMessagesPerTrigger", args.max_per_trigger)
+          .option("prefetch", args.prefetch)
+          .option("maxMessagesPerPartition", args.per_partition).load())
+    return _run_query(spark, df, tmpdir)
+
+
+def ceiling_run(spark, args, tmpdir) -> SparkRun:
+    spark.dataSource.register(_synthetic_source_class())
+    df = (spark.readStream.format("amqp_synthetic").option("rows", args.messages)
+          .option("bodysize", args.body_size).option("pertrigger", args.max_per_trigger)
+          .option("perpartition", args.per_partition).load())
+    return _run_query(spark, df, tmpdir)
+
+
+def _synthetic_source_class():
+    """A broker-less streaming source with the amqp schema (defined lazily: imports pyspark)."""
+    from dataclasses import dataclass as _dc
+
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
+                                                  SupportsTriggerAvailableNow)
+
+    from ..spark import schema as S
+
+    @_dc
+    class Part(InputPartition):
+        start: int
+        n: int
+        body_size: int
+
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, o):
+            self.rows, self.per_trigger = int(o["rows"]), int(o["pertrigger"])
+            self.per_part, self.body_size = int(o["perpartition"]), int(o["bodysize"])
+
+        def initialOffset(self):
+            return {"n": 0}
+
+        def getDefaultReadLimit(self):
+            return ReadMaxRows(self.per_trigger)
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def latestOffset(self, start=None, limit=None):
+            cur = start["n"]
+            cap = limit.max_rows if isinstance(limit, ReadMaxRows) else self.rows
+            return {"n": min(self.rows, cur + cap)}
+
+        def partitions(self, start, end):
+            s, e = start["n"], end["n"]
+            return [Part(i, min(self.per_part, e - i), self.body_size)
+                    for i in range(s, e, self.per_part)]
+
+        def read(self, p):
+            from spark_amqp.spark.arrow import Const, PackedColumns, to_record_batches
+
+            cols = {S.BODY: [b"x" * p.body_size] * p.n, S.EXCHANGE: Const(""),
+                    S.ROUTING_KEY: Const("q"), S.REDELIVERED: Const(False),
+                    S.DELIVERY_COUNT: Const(None)}
+            for c in S.PROPERTY_COLUMNS:
+                cols[c] = Const(None)
+            return to_record_batches(PackedColumns("q", p.start, p.n, cols))
+
+    class Synthetic(DataSource):
+        @classmethod
+        def name(cls):
+            return "amqp_synthetic"
+
+        def schema(self):
+            return S.source_schema()
+
+        def streamReader(self, schema):
+            return Reader(self.options)
+
+    _ = ReadAllAvailable
+    return Synthetic
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--broker", choices=["embedded", "rabbitmq", "both"], default="both")
+    ap.add_argument("--url", default=os.environ.get("SPARK_AMQP_RABBITMQ_URL", DEFAULT_URL))
+    ap.add_argument("--messages", type=int, default=500_000)
+    ap.add_argument("--body-size", type=int, default=200)
+    ap.add_argument("--max-per-trigger", type=int, default=100_000)
+    ap.add_argument("--prefetch", type=int, default=200_000)
+    ap.add_argument("--per-partition", type=int, default=50_000)
+    args = ap.parse_args(argv)
+
+    import tempfile
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_amqp
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench-source")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_amqp.register(spark)
+    body = b"x" * args.body_size
+    n = args.messages
+    brokers = ["embedded", "rabbitmq"] if args.broker == "both" else [args.broker]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # warm up Spark and the Python workers once (first query pays JVM/worker start-up)
+        ceiling_run(spark, argparse.Namespace(**{**vars(args), "messages": 20000}), tmp)
+        ceiling = ceiling_run(spark, args, tmp)
+        print(f"ceiling (synthetic source, no broker): {n / ceiling.wall:,.0f} rows/s wall, "
+              f"{n / ceiling.batches_s:,.0f} rows/s in batches ({ceiling.batches} batches; "
+              f"{ceiling.phase_text()})",
+              flush=True)
+        for b in brokers:
+            proc = None
+            if b == "embedded":
+                proc, url = _start_embedded()
+            else:
+                url = args.url
+            queue = f"bench-source-{uuid.uuid4().hex[:8]}"
+            try:
+                from ..client import connect
+
+                with connect(url) as c:
+                    c.channel().queue_declare(queue)
+                _fill(url, queue, n, body)
+                t_pika = pika_loop(url, queue, n)
+                print(f"[{b}] pika loop: {n / t_pika:,.0f} msg/s", flush=True)
+                _fill(url, queue, n, body)
+                src = source_run(spark, url, queue, args, tmp)
+                if src.rows != n:
+                    print(f"[{b}] WARNING: source read {src.rows} rows, expected {n}")
+                print(f"[{b}] amqp source: {n / src.wall:,.0f} rows/s wall, "
+                      f"{n / src.batches_s:,.0f} rows/s in batches ({src.batches} batches; "
+                      f"{src.phase_text()})",
+                      flush=True)
+                results.append((b, n / t_pika, src, ceiling))
+            finally:
+                try:
+                    with connect(url) as c:
+                        c.channel().queue_delete(queue)
+                except Exception:  # noqa: BLE001
+                    pass
+                if proc is not None:
+                    proc.stdin.close()
+                    proc.wait(timeout=30)
+    spark.stop()
+
+    print(f"\nmessages={n} body={args.body_size}B maxMessagesPerTrigger={args.max_per_trigger} "
+          f"prefetch={args.prefetch} maxMessagesPerPartition={args.per_partition}")
+    print(f"{'broker':<10}{'pika loop':>14}{'amqp source':>14}{'ceiling':>14}"
+          f"{'src/pika':>10}{'src/ceil':>10}   (rows/s, wall incl. query start)")
+    for b, pika_rate, src, ceil in results:
+        s, c = n / src.wall, n / ceil.wall
+        print(f"{b:<10}{pika_rate:>14,.0f}{s:>14,.0f}{c:>14,.0f}{s / pika_rate:>9.2f}x"
+              f"{s / c:>9.2f}x")
+    print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
