@@ -21,9 +21,11 @@ What it checks (and the reply code it raises, as :mod:`~spark_amqp.protocol.erro
   the negotiated frame-max is applied to the decoder;
 * who may send what: a method the sender's role never sends (e.g. ``basic.deliver`` from a
   client, ``channel.open-ok`` from a client) → 503 COMMAND_INVALID (RabbitMQ 3.10 replies
-  ``503 COMMAND_INVALID - unimplemented method``; checked); a connection method on a
-  channel other than 0 → 503 (RabbitMQ: same reply); a channel-class method on channel 0 →
-  504 (RabbitMQ: "unexpected method in connection state running");
+  ``503 COMMAND_INVALID - unimplemented method``; checked), except connection-class methods
+  on channel 0 (e.g. ``connection.tune`` from a client) → 504, as RabbitMQ checks the
+  connection state first; a connection method on a channel other than 0 → 503 (RabbitMQ:
+  same reply); a channel-class method on channel 0 → 504 (RabbitMQ: "unexpected method in
+  connection state running");
 * channels: a method on a channel that is not open → 504 ("expected 'channel.open'" in
   RabbitMQ); ``channel.open`` on an open channel → 504 ("second 'channel.open' seen");
   ``channel.open`` on a channel number above the negotiated channel-max → 530 NOT_ALLOWED
@@ -356,9 +358,19 @@ class AMQPConnection:
         """
         if data:
             self._last_received = _now(now)
-        raw = self._decoder.feed(data)
+        try:
+            raw = self._decoder.feed(data)
+        except AMQPError as exc:
+            # validate what was decoded before the bad frame (a state violation among those
+            # comes first in the stream and is raised instead)
+            exc.events = self._validate(exc.events)
+            raise
         if not raw:
             return raw
+        return self._validate(raw)
+
+    def _validate(self, raw: list) -> list:
+        """Check decoded events against the state machine; return those to deliver."""
         out: list[Any] = []
         append = out.append
         channels = self._channels
@@ -500,6 +512,13 @@ class AMQPConnection:
                 return None
             return _DISCARD
         if sender not in SENDERS[idx]:
+            if cid == _CONN_CLASS and channel == 0:
+                # RabbitMQ 3.10 checks the connection state first on channel 0: a client's
+                # connection.tune gives "504 CHANNEL_ERROR - unexpected method in
+                # connection state running" (checked on the real broker)
+                raise ChannelErrorCode(
+                    f"unexpected {name} in connection state {state.value}: a "
+                    f"{sender.value} never sends {name}", cid, mid)
             # RabbitMQ 3.10: "503 COMMAND_INVALID - unimplemented method" (checked)
             raise CommandInvalid(
                 f"{name} is never sent by a {sender.value} (a {sender.value} sent it on "

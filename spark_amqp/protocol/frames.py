@@ -169,8 +169,7 @@ def parse_protocol_header(data: bytes) -> ProtocolHeader:
 
 def encode_method(channel: int, method: Method) -> bytes:
     """Encode one method frame. Returns bytes. Raises AMQPSyntaxError on bad field values."""
-    payload = method.encode()
-    return _frame_hdr_pack(FRAME_METHOD, channel, len(payload)) + payload + FRAME_END_BYTE
+    return b"".join((*method.frame_parts(channel), FRAME_END_BYTE))
 
 
 def encode_heartbeat() -> bytes:
@@ -186,21 +185,19 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     (0 = no limit); the body is split into frames of at most ``frame_max - 8`` bytes.
     Raises AMQPSyntaxError (502) for unencodable fields, ValueError for a frame_max < 9.
     """
-    payload = method.encode()
     props = properties.encode() if properties is not None else b"\x00\x00"
     blen = len(body)
     # frame-end octets are packed together with the next frame's header
-    head = _METHOD_HEAD(1, channel, len(payload))
     mid = _END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
     if not blen:
-        return b"".join((head, payload, mid, props, FRAME_END_BYTE))
+        return b"".join((*method.frame_parts(channel), mid, props, FRAME_END_BYTE))
     if not frame_max or blen <= frame_max - 8:
-        return b"".join((head, payload, mid, props,
+        return b"".join((*method.frame_parts(channel), mid, props,
                          _END_BODY_HEAD(0xCE, 3, channel, blen), body, FRAME_END_BYTE))
     chunk = frame_max - 8
     if chunk <= 0:
         raise ValueError(f"frame_max {frame_max} leaves no room for a body")
-    parts = [head, payload, mid, props]
+    parts = [*method.frame_parts(channel), mid, props]
     mv = memoryview(body)
     for start in range(0, blen, chunk):
         piece = mv[start:start + chunk]
@@ -248,7 +245,12 @@ class Decoder:
     (RabbitMQ 3.10 resets the socket without a reply here; 503 is the spec's "invalid
     command"), :class:`UnexpectedFrame` 505 for a heartbeat on a channel other than 0 (as
     RabbitMQ 3.10 replies); :class:`ChannelErrorCode` 504 for content on channel 0;
-    :class:`AMQPSyntaxError` 502 for invalid UTF-8.
+    :class:`AMQPSyntaxError` 502 for invalid UTF-8. The events decoded before the error in
+    the same :meth:`feed` call are attached to the exception as ``exc.events``.
+
+    Speed: a content method whose header and (single) body frame are already buffered is
+    assembled in place, without per-channel state; other sequences (bodies split over frames,
+    content interleaved across channels, frames arriving in pieces) take the general path.
     """
 
     __slots__ = ("_chunks", "_buffered", "_need", "frame_max", "_pending", "_header_done",

@@ -73,6 +73,7 @@ def _generate() -> tuple[str, dict]:
     init += [f"    self.{n} = {n}" for n in _NAMES]
     enc = ["def encode(self):", "    flags = 0", "    parts = [b'']", "    try:"]
     dec = ["def decode_properties(buf, off, end):",
+           "    n = 0",
            "    try:",
            "        flags = buf[off] << 8 | buf[off + 1]",
            "        off += 2",
@@ -98,19 +99,18 @@ def _generate() -> tuple[str, dict]:
             if t == "shortstr":
                 enc.append(f"            v = v.encode() if v.__class__ is str else _to_bytes(v, 'basic property {n}')")
                 enc.append("            parts += (_B[len(v)], v)")
+                # running past ``end``: caught by the final check or the UTF-8 handler
                 dec.append("                n = off + 1 + buf[off]")
-                dec.append("                if n > end:")
-                dec.append(f"                    raise FrameError('basic property {n}: short string runs past the end of the content header')")
                 dec.append(f"                {n} = buf[off + 1:n].decode()")
                 dec.append("                off = n")
             elif t == "table":
                 # the table encoder's loop, inlined (saves two calls per message)
                 enc.append("            if v:")
-                enc.append("                tparts = []")
-                enc.append("                depth = 0")
-                enc.append(_values.table_encode_source("v", "tparts", " " * 16).rstrip("\n"))
-                enc.append("                v = b''.join(tparts)")
-                enc.append("                parts += (_u32(len(v)), v)")
+                enc.append("                ti = len(parts)")
+                enc.append("                parts.append(b'')  # the table length, set below")
+                enc.append("                size = depth = 0")
+                enc.append(_values.table_encode_source("v", "parts", " " * 16).rstrip("\n"))
+                enc.append("                parts[ti] = _u32(size)")
                 enc.append("            else:")
                 enc.append("                parts.append(b'\\x00\\x00\\x00\\x00')")
                 # the table decoder's loop, inlined (saves a call per message)
@@ -137,6 +137,8 @@ def _generate() -> tuple[str, dict]:
     dec += ["    except (struct.error, IndexError) as exc:",
             "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
             "    except UnicodeDecodeError as exc:",
+            "        if n > end:",
+            "            raise FrameError('content header: a short string runs past its end') from exc",
             "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
             "    if off != end:",
             "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
@@ -162,7 +164,7 @@ def _explain_encode_error(props: "BasicProperties", exc: Exception) -> AMQPSynta
             if not isinstance(v, int) or not 0 <= v < 2**64:
                 return AMQPSyntaxError(f"basic property {n}={v!r} is not an unsigned 64-bit "
                                        "POSIX time in seconds")
-        elif t == "table":
+        else:  # table
             try:
                 _values.encode_table(v)
             except AMQPSyntaxError as e:

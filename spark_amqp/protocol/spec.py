@@ -7,9 +7,14 @@ content. It was derived from the seeds (0-9-1 reference [002], RabbitMQ's comple
 connection.blocked/unblocked/update-secret) and the ``access`` class RabbitMQ still accepts.
 
 For every row a class is built with ``__slots__`` for its fields, an ``encode()`` returning the
-method payload (class id, method id, arguments) and a ``decode(buf, off, end)`` classmethod.
-Both are specialised Python source compiled with ``exec`` (as ``collections.namedtuple``
-does): consecutive fixed-width fields and bit runs are packed with a single ``struct`` call.
+method payload (class id, method id, arguments), ``frame_parts(channel)`` returning the whole
+method frame but its frame-end octet as a tuple of bytes (the frame header packed together
+with the ids and the first fixed fields), and a ``decode(buf, off, end)`` classmethod. All are
+specialised Python source compiled with ``exec`` (as ``collections.namedtuple`` does):
+consecutive fixed-width fields and bit runs are packed with a single ``struct`` call, a lone
+octet of bits and short-string lengths index a table of one-byte ``bytes``, and decoding
+builds the instance without calling ``__init__``. The generated source of a class is in its
+``_source`` attribute.
 Bit packing follows the 0-9-1 spec §4.2.5.2: consecutive bits share octets from the low bit up.
 
 Access the classes as ``spec.Basic.Publish``, ``spec.Connection.Tune`` or by index through
@@ -19,6 +24,7 @@ Access the classes as ``spec.Basic.Publish``, ``spec.Connection.Tune`` or by ind
 from __future__ import annotations
 
 import keyword
+import io
 import os
 import struct
 from typing import Any, ClassVar
@@ -60,6 +66,12 @@ class Method:
     field_types: ClassVar[tuple[str, ...]] = ()
 
     def encode(self) -> bytes:  # pragma: no cover - replaced per class
+        """The method payload: class id, method id, arguments (bytes)."""
+        raise NotImplementedError
+
+    def frame_parts(self, channel: int) -> tuple:  # pragma: no cover - replaced per class
+        """The method frame for ``channel`` without its frame-end octet, as a tuple of bytes
+        (``b"".join(parts) + b"\\xce"`` is the frame). Raises AMQPSyntaxError like encode."""
         raise NotImplementedError
 
     @classmethod
@@ -160,7 +172,8 @@ def _explain_encode_error(method: "Method", exc: Exception) -> AMQPSyntaxError:
                 return AMQPSyntaxError(f"{where}={v!r} does not fit an AMQP {ftype}: {e}")
         elif ftype == "shortstr" and len(_to_bytes(v, where)) > 255:
             return AMQPSyntaxError(f"{where}: short string longer than 255 bytes")
-    return AMQPSyntaxError(f"{method.NAME}: cannot encode: {exc}")  # pragma: no cover
+    # e.g. a channel number outside 0..65535 for frame_parts()
+    return AMQPSyntaxError(f"{method.NAME}: cannot encode: {exc}")
 
 
 def _build_method(class_name: str, class_id: int, method_name: str, method_id: int,
@@ -187,9 +200,22 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
     # ------------------------------------------------------------------ encode / decode
     enc_pre: list[str] = []     # statements before the join
     enc_parts: list[str] = []   # expressions joined into the payload
+    size_terms: list[str] = ["4"]  # the payload size: class and method ids, then the fields
+    first_fixed: tuple[str, list[str]] | None = None  # first group's format and arguments
     dec = ["def decode(cls, buf, off, end):", "    try:"]
     groups = _groups(pyfields)
     for gi, (kind, payload) in enumerate(groups):
+        if kind == "fixed" and gi > 0 and len(payload) <= 8 and all(t == "bit" for _, t in payload):
+            # a lone octet of bits: index the one-byte table instead of calling struct
+            bits = [b for b, _ in payload]
+            enc_parts.append("_B[" + " | ".join(
+                f"({1 << j} if self.{b} else 0)" for j, b in enumerate(bits)) + "]")
+            size_terms.append("1")
+            dec.append("        _bits = buf[off]")
+            dec.append("        off += 1")
+            for j, b in enumerate(bits):
+                dec.append(f"        {b} = _bits & {1 << j} != 0")
+            continue
         if kind == "fixed":
             fmt, items = _fixed_layout(payload)
             enc_args = []
@@ -203,7 +229,9 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
                         f"({1 << j} if self.{b} else 0)" for j, b in enumerate(iv)) + ")")
                     dec_targets.append(f"_bits{i}")
             efmt = fmt
+            size_terms.append(str(struct.calcsize(fmt)))
             if gi == 0:  # fold the class and method ids into the first pack
+                first_fixed = (fmt, list(enc_args))
                 efmt = ">HH" + fmt[1:]
                 enc_args = [str(class_id), str(method_id)] + enc_args
             for f in (fmt, efmt):
@@ -225,13 +253,14 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
         n = payload
         if kind == "shortstr":
             enc_pre.append(f"    _s{gi} = self.{n}")
-            enc_pre.append(f"    _s{gi} = _s{gi}.encode('utf-8') if _s{gi}.__class__ is str "
+            enc_pre.append(f"    _s{gi} = _s{gi}.encode() if _s{gi}.__class__ is str "
                            f"else _to_bytes(_s{gi}, '{full} {n}')")
             enc_parts.append(f"_B[len(_s{gi})]")  # IndexError when longer than 255
             enc_parts.append(f"_s{gi}")
+            size_terms.append(f"1 + len(_s{gi})")
+            # running past ``end`` is caught by the final ``off != end`` check, or (when the
+            # bytes beyond are not UTF-8) in the UnicodeDecodeError handler below
             dec.append("        _e = off + 1 + buf[off]")
-            dec.append("        if _e > end:")
-            dec.append(f"            raise FrameError('{full} {n}: short string runs past the end of the frame')")
             dec.append(f"        {n} = buf[off + 1:_e].decode()")
             dec.append("        off = _e")
         elif kind == "longstr":
@@ -240,22 +269,44 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
             enc_pre.append(f"        _s{gi} = _to_bytes(_s{gi}, '{full} {n}')")
             enc_parts.append(f"_u32(len(_s{gi}))")
             enc_parts.append(f"_s{gi}")
+            size_terms.append(f"4 + len(_s{gi})")
             dec.append("        _e = off + 4 + _u32f(buf, off)[0]")
             dec.append("        if _e > end:")
             dec.append(f"            raise FrameError('{full} {n}: long string runs past the end of the frame')")
             dec.append(f"        {n} = buf[off + 4:_e]")
             dec.append("        off = _e")
         elif kind == "table":
-            enc_parts.append(f"_encode_table(self.{n})")
+            enc_pre.append(f"    _s{gi} = _encode_table(self.{n})")
+            enc_parts.append(f"_s{gi}")
+            size_terms.append(f"len(_s{gi})")
             dec.append(f"        {n}, off = _decode_table(buf, off, end, 0)")
         else:  # pragma: no cover - the table only uses the types above
             raise ValueError(f"unsupported field type {kind}")
+    # frame_parts(channel): the whole method frame but its frame-end octet, as a tuple of
+    # bytes, the frame header packed together with the ids and the first fixed fields
+    hfmt = ">BHIHH" + (first_fixed[0][1:] if first_fixed else "")
+    if hfmt not in structs:
+        structs[hfmt] = struct.Struct(hfmt)
+    ns["_h"] = structs[hfmt].pack
+    # constants first so that they fold: "9 + len(_s1) + len(_s2)"
+    const = sum(int(t.split(" + ")[0]) if " + " in t else int(t) if t.isdigit() else 0
+                for t in size_terms)
+    size = " + ".join([str(const)] + [t.split(" + ")[-1] for t in size_terms if not t.isdigit()])
+    head = (f"_h(1, channel, {size}, {class_id}, {method_id}"
+            + "".join(", " + a for a in (first_fixed[1] if first_fixed else [])) + ")")
+    fparts = [head] + enc_parts[1:]
     if not pyfields:
-        enc = ["def encode(self):", "    return _PREFIX"]
+        enc = ["def encode(self):", "    return _PREFIX", "",
+               "def frame_parts(self, channel):", f"    return ({head},)"]
     else:
         enc = ["def encode(self):", "    try:"]
         enc += ["    " + line for line in enc_pre]
         enc.append(f"        return b''.join(({', '.join(enc_parts)},))")
+        enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
+        enc.append("        raise _explain(self, exc) from exc")
+        enc += ["", "def frame_parts(self, channel):", "    try:"]
+        enc += ["    " + line for line in enc_pre]
+        enc.append(f"        return ({', '.join(fparts)},)")
         enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
         enc.append("        raise _explain(self, exc) from exc")
     if len(dec) == 2:
@@ -263,6 +314,8 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
     dec.append("    except (struct.error, IndexError) as exc:")
     dec.append(f"        raise FrameError('truncated or malformed {full} method frame') from exc")
     dec.append("    except UnicodeDecodeError as exc:")
+    dec.append("        if _e > end:")
+    dec.append(f"            raise FrameError('{full}: a short string runs past the end of the frame') from exc")
     dec.append(f"        raise AMQPSyntaxError('{full}: short string is not valid UTF-8') from exc")
     dec.append("    if off != end:")
     dec.append(f"        raise FrameError('{full} method frame: ' + ('%d unexpected trailing bytes' % (end - off) if off < end else 'truncated'))")
@@ -277,6 +330,7 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
         "__slots__": tuple(names),
         "__init__": ns["__init__"],
         "encode": ns["encode"],
+        "frame_parts": ns["frame_parts"],
         "decode": classmethod(ns["decode"]),
         "CLASS_ID": class_id,
         "METHOD_ID": method_id,
@@ -308,13 +362,20 @@ class _ClassNamespace:
         return f"<AMQP class {self.NAME} ({self.CLASS_ID})>"
 
 
-def _load(path: str):
+def _read_table() -> str:
+    """The spec table's text, read as package data so it also works from a zip (--py-files)."""
+    from importlib import resources
+
+    return resources.files(__package__).joinpath("amqp0-9-1.tsv").read_text(encoding="utf-8")
+
+
+def _load(text: str):
     methods: dict[int, type] = {}
     classes: dict[str, _ClassNamespace] = {}
     by_name: dict[str, type] = {}
     responses: dict[type, list[str]] = {}
     structs: dict[str, struct.Struct] = {}
-    with open(path, encoding="utf-8") as fh:
+    with io.StringIO(text) as fh:
         header = fh.readline().rstrip("\n").split("\t")
         for line in fh:
             line = line.rstrip("\n")
@@ -341,7 +402,7 @@ def _load(path: str):
     return methods, classes, by_name
 
 
-METHODS, _CLASSES, METHODS_BY_NAME = _load(SPEC_TABLE_PATH)
+METHODS, _CLASSES, METHODS_BY_NAME = _load(_read_table())
 CLASSES = _CLASSES
 CLASS_IDS = {ns.CLASS_ID: name for name, ns in _CLASSES.items()}
 

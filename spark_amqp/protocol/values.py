@@ -491,9 +491,10 @@ def _table_error(table: Any, exc: Exception) -> AMQPSyntaxError:
     return AMQPSyntaxError(f"field table cannot be encoded: {exc!r}")  # pragma: no cover
 
 
-def table_encode_source(table: str, parts: str, indent: str) -> str:
+def table_encode_source(table: str, parts: str, indent: str, size: str = "size") -> str:
     """Python source appending the entries of dict ``table`` (at nesting ``depth``) to the
-    list ``parts``: shared by :func:`encode_table` and the generated content-header encoder.
+    list ``parts`` and adding their encoded length to the int ``size``: shared by
+    :func:`encode_table` and the generated content-header encoder (which inlines it).
     A key over 255 bytes raises IndexError and a non-dict AttributeError: callers turn them
     into AMQPSyntaxError via :func:`_table_error`. str → 'S' and int32 → 'I' are inline.
     """
@@ -504,10 +505,14 @@ for key, value in {table}.items():
     if t is str:
         value = value.encode()
         {parts} += (_BYTE[len(key)], key, _S_HEAD(83, len(value)), value)
+        {size} += 6 + len(key) + len(value)
     elif t is int and -2147483648 <= value <= 2147483647:
         {parts} += (_BYTE[len(key)], key, _I_VALUE(73, value))
+        {size} += 6 + len(key)
     else:
-        {parts} += (_BYTE[len(key)], key, _encode_value(value, depth))
+        value = _encode_value(value, depth)
+        {parts} += (_BYTE[len(key)], key, value)
+        {size} += 1 + len(key) + len(value)
 """
     return "".join(indent + line + "\n" for line in lines.strip("\n").split("\n"))
 
@@ -518,24 +523,26 @@ def _encode_table(table, depth):
         raise AMQPSyntaxError("field tables nested deeper than %d" % MAX_DEPTH)
     if not table:
         return b"\\x00\\x00\\x00\\x00"
-    parts = []
+    parts = [b""]
+    size = 0
     try:
 {table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
         raise _table_error(table, exc) from exc
-    body = b"".join(parts)
-    return _u32_pack(len(body)) + body
+    parts[0] = _u32_pack(size)
+    return b"".join(parts)
 
 
 def encode_table(table):
     if not table:
         return b"\\x00\\x00\\x00\\x00"
-    parts = []
+    parts = [b""]
+    size = 0
     depth = 0
     try:
 {table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
         raise _table_error(table, exc) from exc
-    body = b"".join(parts)
-    return _u32_pack(len(body)) + body
+    parts[0] = _u32_pack(size)
+    return b"".join(parts)
 """
 exec(compile(_ENCODE_TABLE_SRC, "<amqp field table encoder>", "exec"), globals())
 encode_table.__doc__ = """Encode a field table (``None`` or ``{}`` → empty table). Returns the wire bytes.

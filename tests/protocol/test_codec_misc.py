@@ -91,6 +91,12 @@ def test_method_encode_errors_name_the_field(method, needle):
         encode_method(1, method)
 
 
+def test_channel_out_of_range_is_a_syntax_error():
+    with pytest.raises(AMQPSyntaxError) as info:
+        encode_method(70000, spec.Basic.Ack(1))
+    assert "basic.ack: cannot encode" in str(info.value)
+
+
 def test_to_bytes_and_hash_key():
     assert to_bytes("é", "x") == b"\xc3\xa9" and to_bytes(memoryview(b"a"), "x") == b"a"
     with pytest.raises(AMQPSyntaxError):

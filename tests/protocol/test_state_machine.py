@@ -12,8 +12,7 @@ from spark_amqp.protocol.connection import (SENDERS, AMQPConnection, ChannelStat
                                             ConnectionState, ProtocolHeaderRejected, Role,
                                             close_method_for, error_from_close)
 from spark_amqp.protocol.errors import (AccessRefused, ChannelErrorCode, CommandInvalid,
-                                        FrameError, NotAllowed, NotFound, UnexpectedFrame,
-                                        error_for_code)
+                                        FrameError, NotFound)
 
 C, S = Role.CLIENT, Role.SERVER
 
@@ -155,8 +154,8 @@ def test_negotiation_violations_both_directions():
     s2 = AMQPConnection(S)
     s2.receive_data(b"AMQP\x00\x00\x09\x01")
     raises(504, s2.send_method, 0, spec.Connection.Tune(0, 0, 0))
-    # a client never sends connection.start (503, RabbitMQ's "unimplemented method")
-    raises(503, s2.receive_data, encode_method(0, spec.Connection.Start()))
+    # a client never sends connection.start: 504 on channel 0, as RabbitMQ (state first)
+    raises(504, s2.receive_data, encode_method(0, spec.Connection.Start()))
 
 
 def test_connection_method_after_open_is_504():
@@ -212,11 +211,12 @@ def test_server_only_methods_from_a_client_are_503(name):
     open_channel(c, s)
     cls = spec.METHODS_BY_NAME[name]
     ch = 0 if cls.CLASS_ID == 10 else 1
+    code = 504 if ch == 0 else 503  # channel 0: RabbitMQ checks the connection state first
     data = (encode_message(ch, cls(), None, b"x") if cls.has_content
             else encode_method(ch, cls()))
-    err = raises(503, s.receive_data, data)
-    assert "never sent by a client" in err.reply_text
-    with pytest.raises(CommandInvalid):
+    err = raises(code, s.receive_data, data)
+    assert "never sends" in err.reply_text or "never sent by a client" in err.reply_text
+    with pytest.raises((CommandInvalid, ChannelErrorCode)):
         if cls.has_content:
             c.send_message(ch, cls(), None, b"x")
         else:
@@ -232,7 +232,7 @@ def test_client_only_methods_from_a_server_are_503(name):
     ch = 0 if cls.CLASS_ID == 10 else 2
     data = (encode_message(ch, cls(), None, b"") if cls.has_content
             else encode_method(ch, cls()))
-    raises(503, c.receive_data, data)
+    raises(504 if ch == 0 else 503, c.receive_data, data)
 
 
 def test_senders_table_covers_every_method():
@@ -543,6 +543,20 @@ def test_decoder_errors_propagate_and_stick():
     bad[-1] = 0
     raises(501, c.receive_data, bytes(bad))
     raises(501, c.receive_data, b"")
+
+
+def test_decoder_error_keeps_validated_events_before_it():
+    c, s = negotiate()
+    open_channel(c, s)
+    good = encode_method(1, spec.Basic.Qos(0, 10, False))
+    bad = bytearray(encode_method(1, spec.Basic.Qos()))
+    bad[-1] = 0
+    err = raises(501, s.receive_data, good + bytes(bad))
+    assert [e.method.NAME for e in err.events] == ["basic.qos"]
+    # a state violation before the garbled frame wins
+    c, s = negotiate()
+    err = raises(504, s.receive_data, good + bytes(bad))
+    assert err.events == []
 
 
 def test_unknown_channel_state_is_closed():
