@@ -1,6 +1,6 @@
 """The blocking AMQP 0-9-1 client connection: socket, handshake, I/O thread, heartbeats.
 
-One background I/O thread per connection reads the socket (256 KiB per ``recv``), feeds the
+One background I/O thread per connection reads the socket (64 KiB per ``recv``), feeds the
 sans-IO :class:`~spark_amqp.protocol.Decoder`, answers heartbeats and dispatches every event
 to its channel: synchronous replies wake the caller waiting on that channel, deliveries are
 appended to the channel's buffer (or given to a consumer callback), publisher confirms and
