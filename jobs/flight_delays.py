@@ -310,10 +310,19 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
         if trigger == "available-now":
             query.awaitTermination()
         else:
-            while query.isActive:
-                query.awaitTermination(interval)
-                if stop_after_flights is not None and _flights_written(spark, output) >= stop_after_flights:
+            stop = _stop_on_signals()
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(1.0)
+                if (stop_after_flights is not None
+                        and _flights_written(spark, output) >= stop_after_flights):
                     break
+            if stop.is_set():
+                log.info("interrupted: stopping the query after the running micro-batch "
+                         "(messages not yet acknowledged go back to the queue)")
+                deadline = time.monotonic() + 120  # let the running batch finish, if it can
+                while (query.isActive and query.status.get("isTriggerActive")
+                       and time.monotonic() < deadline):
+                    time.sleep(0.2)
     finally:
         if query.isActive:
             query.stop()
@@ -329,6 +338,24 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     if query.exception() is not None:
         raise query.exception()
     return result
+
+
+def _stop_on_signals():
+    """A ``threading.Event`` set by SIGINT/SIGTERM (instead of a KeyboardInterrupt that could
+    land inside a py4j call), so the query is stopped cleanly between calls."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():  # a second Ctrl-C: give up
+            raise KeyboardInterrupt
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return stop
 
 
 def _flights_written(spark, output: str) -> int:
