@@ -271,3 +271,33 @@ def test_reject_publish_dlx_nacks_and_dead_letters(amqp, conn, ch):
     assert dead.body == b"refused"
     assert dead.headers["x-death"][0]["reason"] == "maxlen"
     assert dead.headers["x-death"][0]["queue"] == q
+
+
+def test_returns_precede_acks_under_load(amqp, conn, ch):
+    # 200 pipelined mandatory publishes, every third one unroutable: each of the 67 returns
+    # (312) arrives before the ack that covers its sequence number (acks may be multiple).
+    q = amqp.queue(ch)
+    rec = ConfirmRecorder(conn, ch)
+    unroutable = set()
+    for i in range(200):
+        if i % 3 == 0:
+            seq = rec.publish("amq.direct", amqp.unique("nobody"), f"r{i}".encode(),
+                              mandatory=True)
+            unroutable.add(seq)
+        else:
+            rec.publish("", q, f"m{i}".encode(), mandatory=True)
+    confirmed = rec.wait_all()
+    assert confirmed == {s: "ack" for s in range(1, 201)}
+    returns = [e for e in rec.events if e[0] == "return"]
+    assert len(returns) == len(unroutable) and all(e[1] == 312 for e in returns)
+    # Position of the first ack covering each sequence number.
+    first_ack = {}
+    for pos, e in enumerate(rec.events):
+        if e[0] == "ack":
+            for s in (range(1, e[1] + 1) if e[2] else [e[1]]):
+                first_ack.setdefault(s, pos)
+    return_pos = [pos for pos, e in enumerate(rec.events) if e[0] == "return"]
+    # Returns come in publish order: the k-th return belongs to the k-th unroutable publish.
+    for pos, seq in zip(return_pos, sorted(unroutable)):
+        assert pos < first_ack[seq], (seq, pos, first_ack[seq])
+    amqp.wait_counts(q, (200 - len(unroutable), 0))

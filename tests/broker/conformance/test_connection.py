@@ -138,3 +138,11 @@ def test_client_close_requeues_and_reports_no_error(amqp, ch):
     c.close()
     assert not c.is_open
     amqp.wait_counts(q, (1, 0))
+
+
+def test_update_secret(amqp, conn, ch):
+    # RabbitMQ extension connection.update-secret (§3.2): answered with update-secret-ok; the
+    # connection keeps working.
+    conn.update_secret("guest", "conformance refresh")
+    q = amqp.queue(ch)
+    assert ch.queue_declare(q, passive=True).method.queue == q

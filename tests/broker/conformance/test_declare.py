@@ -403,3 +403,32 @@ def test_exchange_delete_if_unused_counts_outgoing_bindings_only(amqp, ch):
     ch2 = amqp.channel()
     ch2.exchange_delete(dst, if_unused=True)
     assert not amqp.exchange_exists(dst)
+
+
+@pytest.mark.parametrize("how", ["queue-deleted", "exclusive-owner-closed", "dest-exchange-deleted"])
+def test_auto_delete_exchange_goes_with_its_last_binding(amqp, conn, ch, how):
+    # §3.4: an auto-delete exchange is deleted when its last binding disappears, however it
+    # disappears (observed on RabbitMQ 3.10.8 for all three ways).
+    x = amqp.exchange(ch, "fanout", auto_delete=True)
+    if how == "queue-deleted":
+        q = amqp.queue(ch)
+        ch.queue_bind(q, x)
+        ch.queue_delete(q)
+    elif how == "exclusive-owner-closed":
+        owner = amqp.connect()
+        och = owner.channel()
+        q = och.queue_declare("", exclusive=True).method.queue
+        och.queue_bind(q, x)
+        owner.close()
+    else:
+        dst = amqp.exchange(ch, "fanout")
+        ch.exchange_bind(destination=dst, source=x)
+        ch.exchange_delete(dst)
+    amqp.wait_for(lambda: not amqp.exchange_exists(x), what="auto-delete exchange removal")
+
+
+def test_auto_delete_exchange_never_bound_survives(amqp, ch):
+    x = amqp.exchange(ch, "fanout", auto_delete=True)
+    q = amqp.queue(ch)
+    ch.queue_declare(q, passive=True)  # a round trip
+    assert amqp.exchange_exists(x)

@@ -3,12 +3,14 @@ acknowledgement rules (rules 28, 29, 35, 36, 37 of amqp-0-9-1-from-the-seeds.md 
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pika
 import pytest
 
-from conformance_helpers import Collector, broker_closes_channel, broker_closes_connection, get, get_all
+from conformance_helpers import (Collector, broker_closes_channel, broker_closes_connection,
+                                 connect, get, get_all, safe_close)
 
 
 def publish(ch, q, n, prefix="m"):
@@ -356,3 +358,69 @@ def test_sixteen_consumers_on_one_queue(amqp, conn, ch):
     while sum(len(c.messages) for c in cols) < 32 and time.monotonic() < deadline:
         conn.process_data_events(time_limit=0.02)
     assert [len(c.messages) for c in cols] == [2] * 16
+
+
+def test_concurrent_publishers_and_consumers_lose_and_duplicate_nothing(amqp, ch):
+    # 4 publisher connections (threads, confirms) x 300 messages into one queue while 2
+    # consumer connections ack in batches: every message arrives exactly once.
+    q = amqp.queue(ch)
+    n_pub, per_pub = 4, 300
+    received: list[bytes] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def publisher(k):
+        c = connect(amqp.url)
+        try:
+            pch = c.channel()
+            pch.confirm_delivery()
+            for i in range(per_pub):
+                pch.basic_publish("", q, f"{k}:{i}".encode())
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            safe_close(c)
+
+    def consumer():
+        c = connect(amqp.url)
+        try:
+            cch = c.channel()
+            cch.basic_qos(prefetch_count=50)
+            pending = []
+
+            def on_message(_c, method, _p, body):
+                with lock:
+                    received.append(body)
+                pending.append(method.delivery_tag)
+                if len(pending) >= 25:
+                    _c.basic_ack(pending[-1], multiple=True)
+                    pending.clear()
+
+            cch.basic_consume(q, on_message)
+            while not stop.is_set():
+                c.process_data_events(time_limit=0.05)
+                if pending:
+                    cch.basic_ack(pending[-1], multiple=True)
+                    pending.clear()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        finally:
+            safe_close(c)
+
+    consumers = [threading.Thread(target=consumer) for _ in range(2)]
+    publishers = [threading.Thread(target=publisher, args=(k,)) for k in range(n_pub)]
+    for t in consumers + publishers:
+        t.start()
+    for t in publishers:
+        t.join(30)
+    deadline = time.monotonic() + 20
+    while len(received) < n_pub * per_pub and time.monotonic() < deadline and not errors:
+        time.sleep(0.02)
+    stop.set()
+    for t in consumers:
+        t.join(10)
+    assert not errors, errors
+    expected = sorted(f"{k}:{i}".encode() for k in range(n_pub) for i in range(per_pub))
+    assert sorted(received) == expected
+    amqp.wait_counts(q, (0, 0))

@@ -500,3 +500,34 @@ def test_quorum_reject_publish_soft_limit(amqp, ch):
             outcome.append("nack")
     assert outcome == ["ack", "ack", "nack", "nack"]
     amqp.wait_counts(q, (2, 0))
+
+
+def test_priority_order_to_late_consumer(amqp, conn, ch):
+    # Messages published before the consumer starts are delivered highest priority first.
+    q = amqp.queue(ch, arguments={"x-max-priority": 10})
+    for i, prio in enumerate([1, 7, 3, 10, 7]):
+        ch.basic_publish("", q, f"p{prio}-{i}".encode(), pika.BasicProperties(priority=prio))
+    amqp.wait_counts(q, (5, 0))
+    col = Collector(conn)
+    ch.basic_consume(q, col, auto_ack=True)
+    assert col.wait(5) and col.bodies == [b"p10-3", b"p7-1", b"p7-4", b"p3-2", b"p1-0"]
+
+
+def test_x_death_history_over_two_hops(amqp, ch):
+    # expire in q1 -> dead-lettered to q2; rejected in q2 -> dead-lettered to q3. x-death lists
+    # the most recent death first; x-first-death-* keep the first one.
+    q3 = amqp.queue(ch, prefix="q3")
+    q2 = amqp.queue(ch, prefix="q2", arguments={"x-dead-letter-exchange": "",
+                                                "x-dead-letter-routing-key": q3})
+    q1 = amqp.queue(ch, prefix="q1", arguments={"x-message-ttl": 50,
+                                                "x-dead-letter-exchange": "",
+                                                "x-dead-letter-routing-key": q2})
+    ch.basic_publish("", q1, b"hop")
+    (m,) = wait_get_noack(amqp, ch, q2)
+    ch.basic_reject(m.tag, requeue=False)
+    (dead,) = wait_get(amqp, ch, q3)
+    deaths = [(d["queue"], d["reason"], d["count"], list(d["routing-keys"]))
+              for d in dead.headers["x-death"]]
+    assert deaths == [(q2, "rejected", 1, [q2]), (q1, "expired", 1, [q1])]
+    assert (dead.headers["x-first-death-queue"], dead.headers["x-first-death-reason"]) == \
+        (q1, "expired")

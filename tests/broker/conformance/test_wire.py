@@ -274,3 +274,103 @@ def test_heartbeating_idle_peer_is_kept(peer):
     while time.monotonic() - t0 < 3.0:
         peer.heartbeat()
         assert not peer.wait_eof(0.4), "a heartbeating peer was dropped"
+
+
+# --- handshake limits and out-of-state methods (observed on RabbitMQ 3.10.8) -------------------
+
+def _until_tune(peer):
+    peer.send(PROTOCOL_HEADER)
+    peer.expect(spec.Connection.Start)
+    peer.send_method(0, spec.Connection.StartOk(
+        client_properties={}, mechanism="PLAIN",
+        response=b"\0" + peer.user.encode() + b"\0" + peer.password.encode(), locale="en_US"))
+    return peer.expect(spec.Connection.Tune).method
+
+
+def _assert_refused_before_open(peer, wait_eof=False):
+    """No connection.open-ok: the server either says connection.close or stays silent and
+    drops the socket (RabbitMQ: silent, socket closed ~3 s later)."""
+    ev = peer.next_event(1.0)
+    assert ev is None or isinstance(ev.method, spec.Connection.Close), ev
+    if wait_eof:
+        if ev is not None:
+            peer.send_method(0, spec.Connection.CloseOk())
+        assert peer.wait_eof(6), "the server must drop the connection"
+
+
+@pytest.mark.parametrize("channel_max,frame_max", [
+    (2047, 1024),      # below the 4096 minimum (rule 4)
+    (2047, 262144),    # above the server's 131072
+    (2047, 0),         # 0 = "no limit": above the server's limit
+    (0, 131072),       # 0 = "no limit": above the server's 2047
+    (4000, 131072),    # above the server's 2047
+], ids=["frame_max-1024", "frame_max-262144", "frame_max-0", "channel_max-0", "channel_max-4000"])
+def test_tune_ok_out_of_range_is_refused(peer, channel_max, frame_max):
+    # Rule 4: tune-ok values above the server's (or frame-max below 4096) -> the server closes
+    # the connection without opening it. RabbitMQ 3.10 sends nothing and drops the socket.
+    _until_tune(peer)
+    peer.send_method(0, spec.Connection.TuneOk(channel_max=channel_max, frame_max=frame_max,
+                                               heartbeat=0))
+    peer.send_method(0, spec.Connection.Open(virtual_host="/"))
+    _assert_refused_before_open(peer, wait_eof=(frame_max == 1024))
+
+
+@pytest.mark.parametrize("case", ["open-before-tune-ok", "start-ok-twice", "garbage"])
+def test_handshake_violations_are_refused(peer, case):
+    # Out-of-order handshake methods or garbage before the connection is open: never opened
+    # (RabbitMQ: no reply, socket dropped).
+    if case == "garbage":
+        peer.send(PROTOCOL_HEADER)
+        peer.expect(spec.Connection.Start)
+        peer.send(b"\x00" * 20)
+    else:
+        _until_tune(peer)
+        if case == "open-before-tune-ok":
+            peer.send_method(0, spec.Connection.Open(virtual_host="/"))
+        else:
+            peer.send_method(0, spec.Connection.StartOk(
+                client_properties={}, mechanism="PLAIN", response=b"\0guest\0guest",
+                locale="en_US"))
+    _assert_refused_before_open(peer)
+
+
+def test_heartbeat_with_payload_is_501(opened):
+    # A heartbeat frame must be empty: RabbitMQ 501 "FRAME_ERROR - type 8, all octets = <<"xx">>:
+    # unknown_frame".
+    opened.send(frame(8, 0, b"xx"))
+    assert_connection_close(opened, 501)
+
+
+@pytest.mark.parametrize("method", [spec.Connection.Open(virtual_host="/"),
+                                    spec.Connection.TuneOk(channel_max=10, frame_max=131072),
+                                    spec.Connection.CloseOk()],
+                         ids=["open-again", "tune-ok-again", "unsolicited-close-ok"])
+def test_connection_method_out_of_state_is_504(opened, method):
+    # RabbitMQ: 504 "CHANNEL_ERROR - unexpected method in connection state running", with the
+    # offending method's class/method ids (the spec would suggest 503 COMMAND_INVALID).
+    opened.send_method(0, method)
+    assert_connection_close(opened, 504, method.CLASS_ID, method.METHOD_ID)
+
+
+def test_unsolicited_channel_close_ok_is_503(opened):
+    # RabbitMQ: 503 "COMMAND_INVALID - unimplemented method" (20/41) for a channel.close-ok that
+    # answers no channel.close.
+    opened.send_method(1, spec.Channel.CloseOk())
+    assert_connection_close(opened, 503, 20, 41)
+
+
+def test_channel_count_above_channel_max_is_530(peer):
+    # RabbitMQ enforces channel_max as a *count* of open channels: 530 NOT_ALLOWED "number of
+    # channels opened (3) has reached the negotiated channel_max (3)".
+    peer.open(channel_max=3)
+    for c in (1, 2, 3):
+        peer.open_channel(c)
+    peer.send_method(4, spec.Channel.Open())
+    assert_connection_close(peer, 530)
+
+
+def test_channel_id_above_channel_max_is_accepted(peer):
+    # Spec [002]: a channel number above channel-max is illegal. RabbitMQ 3.10 only counts open
+    # channels, so channel 11 with channel_max 10 (one channel open) gets channel.open-ok.
+    peer.open(channel_max=10)
+    peer.open_channel(11)
