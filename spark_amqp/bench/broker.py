@@ -194,6 +194,7 @@ class _BrokerProcess:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen([sys.executable, "-c",
+                                      "import logging; logging.basicConfig(level=logging.WARNING); "
                                       f"from spark_amqp.broker import serve; serve('127.0.0.1', {self.port})"])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -244,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         e = results["embedded"][r]
         rb = results.get("rabbitmq", {}).get(r)
         ratio = f"{e / rb:6.2f}x" if rb else "-"
-        print(f"{r:32} {e:15,.0f} {rb if rb is None else format(rb, ',.0f'):>15} {ratio:>7}")
+        rbs = "-" if rb is None else format(rb, ",.0f")
+        print(f"{r:32} {e:15,.0f} {rbs:>15} {ratio:>7}")
     return 0
 
 

@@ -4,6 +4,11 @@
 ``serve()`` is the blocking entry point of ``spark-amqp broker``.
 """
 
+import logging as _logging
+
+# library convention: silent unless the application configures logging (serve() does)
+_logging.getLogger("spark_amqp.broker").addHandler(_logging.NullHandler())
+
 from .config import BrokerConfig, ConfigError, load_config  # noqa: F401
 from .embedded import EmbeddedBroker  # noqa: F401
 from .server import Broker, BrokerError, PortInUseError, serve  # noqa: F401

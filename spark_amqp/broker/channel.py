@@ -27,16 +27,17 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from ..protocol import spec
-from ..protocol.errors import (AccessRefused, AMQPNotImplemented, CommandInvalid, NotAllowed,
-                               NotFound, PreconditionFailed)
+from ..protocol.errors import (AccessRefused, AMQPNotImplemented, NotAllowed, NotFound,
+                               PreconditionFailed)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
 
-__all__ = ["Channel", "new_name"]
+__all__ = ["Channel", "new_name", "REPLY_TO"]
+
+REPLY_TO = "amq.rabbitmq.reply-to"
 
 _P_FRAME = struct.Struct(">BHI").pack
 _P_QB = struct.Struct(">QB").pack
-_P_QBX = struct.Struct(">QB").pack
 _P_HDR = struct.Struct(">BHIHHQ").pack
 _P_GETOK_TAIL = struct.Struct(">I").pack
 _DELIVER_ID = b"\x00\x3c\x00\x3c"
@@ -81,7 +82,7 @@ class Channel:
         self.tx_acks: list = []
         self.last_queue: str | None = None
         self.frame_max = conn.frame_max
-        self._hdr_prefix = None
+        self.reply_queue: Queue | None = None
 
     # ================================================================== output helpers
     def send(self, method) -> None:
@@ -174,6 +175,15 @@ class Channel:
         if len(body) > self.broker.config.max_message_size:
             raise PreconditionFailed(f"message size {len(body)} is larger than configured max size "
                                      f"{self.broker.config.max_message_size}", 60, 40)
+        if props is None and props_raw != b"\x00\x00" and self.reply_queue is not None:
+            props = peek_properties(props_raw, True)
+        if props is not None and props.reply_to == REPLY_TO:
+            if self.reply_queue is None:
+                raise PreconditionFailed("fast reply consumer does not exist", 60, 40)
+            from ..protocol.properties import BasicProperties
+            props = BasicProperties(**props.as_dict())
+            props.reply_to = self.reply_queue.name
+            props_raw = props.encode()
         m = Message(exchange, routing_key, props_raw, body, props)
         m.enc = enc
         conn.published = True
@@ -342,10 +352,26 @@ class Channel:
             return self.last_queue
         return name
 
+    def _reply_queue(self, no_ack: bool, cid: int, mid: int) -> Queue:
+        """Direct reply-to (rabbitmq.com/direct-reply-to.html): a private, unlisted queue named
+        ``amq.rabbitmq.reply-to.<token>`` that the default exchange routes to."""
+        if not no_ack:
+            raise PreconditionFailed("reply consumer cannot acknowledge", cid, mid)
+        if self.reply_queue is not None:
+            raise PreconditionFailed("reply consumer already set", cid, mid)
+        token = new_name("amq.rabbitmq.reply-to.")
+        q = Queue(self.broker, self.vhost, token, False, self.conn, True, {})
+        self.vhost.reply_queues[token] = q
+        self.reply_queue = q
+        return q
+
     def on_consume(self, method) -> None:
         cid, mid = 60, 20
         name = self._queue_name(method.queue, cid, mid)
-        q = self.vhost.get_queue(name, self.conn, cid, mid)
+        if name == REPLY_TO:
+            q = self._reply_queue(method.no_ack, cid, mid)
+        else:
+            q = self.vhost.get_queue(name, self.conn, cid, mid)
         self.conn.check_perm("read", "queue", name, cid, mid)
         tag = method.consumer_tag or new_name("amq.ctag-")
         if tag in self.consumers:
@@ -355,7 +381,11 @@ class Channel:
         if q.quorum and self.prefetch_global:
             raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
         args = method.arguments or {}
+        prio = args.get("x-priority", 0)
+        if isinstance(prio, bool) or not isinstance(prio, int):
+            raise PreconditionFailed(f"invalid arg 'x-priority' for consumer: {prio!r} is not an integer", cid, mid)
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
+        c.priority = prio
         c.tag_enc = shortstr(tag)
         self.consumers[tag] = c
         if not method.no_wait:
@@ -368,6 +398,16 @@ class Channel:
             self.send(spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
         if c is not None:
             c.queue.remove_consumer(c)
+            if c.queue is self.reply_queue:
+                self._drop_reply_queue()
+
+    def _drop_reply_queue(self) -> None:
+        q = self.reply_queue
+        if q is not None:
+            self.reply_queue = None
+            self.vhost.reply_queues.pop(q.name, None)
+            q.deleted = True
+            q.purge()
 
     def consumer_cancelled_by_server(self, c: Consumer) -> None:
         """The consumer's queue was deleted: send basic.cancel when the client supports it."""
@@ -579,6 +619,7 @@ class Channel:
             c.queue.remove_consumer(c)
         self.consumers.clear()
         self.requeue_all()
+        self._drop_reply_queue()
         self.tx_publishes, self.tx_acks = [], []
         self.broker.store_waiters.discard(self)
 

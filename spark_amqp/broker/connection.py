@@ -22,7 +22,17 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
 - heartbeats: the negotiated interval; a heartbeat is sent when nothing was sent for half of
   it; a peer silent for two intervals is dropped;
 - flow control: when the transport's write buffer passes its high-water mark the connection
-  stops reading from the socket and deliveries to it pause (bounded memory per connection).
+  stops reading from the socket and deliveries to it pause (bounded memory per connection);
+- read coalescing: a small read holding only publishes on channels that wait for nothing
+  (no confirms, no tx) pauses reading for 1 ms, so a client that writes one publish per
+  ``send`` (pika) is read in batches instead of one event-loop iteration per message.
+
+The sans-IO state machine :class:`spark_amqp.protocol.connection.AMQPConnection` (server role)
+validates the same rules, but decodes every content header into ``BasicProperties`` and
+builds an event object per frame; this handler keeps the hot path allocation-light and is
+checked against RabbitMQ by the conformance suite (``tests/broker/conformance``). Swapping the
+handshake onto the state machine is possible: only :meth:`_on_connection_method` and the
+header handling would change.
 """
 
 from __future__ import annotations
@@ -37,7 +47,6 @@ from ..protocol import spec
 from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, FrameError,
                                InternalError, NotAllowed, UnexpectedFrame, AccessRefused)
 from ..protocol.frames import HEARTBEAT_FRAME, PROTOCOL_HEADER
-from ..protocol.values import decode_shortstr
 from .auth import MECHANISMS, AuthFailure, authenticate
 from .channel import HANDLERS, Channel
 
@@ -54,6 +63,8 @@ _PUBLISH = spec.Basic.Publish.INDEX
 METHODS = spec.METHODS
 _CONN_CLASS = 10
 _CLOSE_TIMEOUT = 3.0
+_COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coalescing
+_COALESCE_DELAY = 0.001   # seconds
 
 
 class AMQPServerProtocol(asyncio.Protocol):
@@ -86,6 +97,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.write_ok: set[str] = set()
         self.perm = None
         self.published = False
+        self.only_publishes = False
         self.last_recv = self.last_send = time.monotonic()
         self._hb_timer = None
         self._close_timer = None
@@ -177,26 +189,49 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.last_recv = time.monotonic()
         if self.closed:
             return
+        broker = self.broker
+        # run the broker's tick inline at the end of this read instead of scheduling it: one
+        # event-loop iteration per read (mark_* calls see _scheduled set and do not schedule)
+        was_scheduled = broker._scheduled
+        broker._scheduled = True
+        try:
+            self._received(data)
+        finally:
+            if not was_scheduled:
+                broker._scheduled = False
+                broker._tick()
+
+    def _received(self, data: bytes) -> None:
+        self.only_publishes = True
         buf = self.buf + data if self.buf else data
         try:
             pos = self._parse(buf)
         except AMQPError as exc:
             self.buf = b""
             self.connection_error(exc)
-            self.broker.kick()
             return
         except Exception as exc:  # a bug: never take the broker down for one connection
             log.exception("internal error on connection %s", self.peer)
             self.buf = b""
             self.connection_error(InternalError(f"internal error: {type(exc).__name__}: {exc}"))
-            self.broker.kick()
             return
         self.buf = buf[pos:] if pos < len(buf) else b""
         if len(self.buf) > self.frame_max + 4096 and self.state != "header":
             self.connection_error(FrameError("frame too large"))
         if self.published and self.broker.blocked and not self.blocked_by_memory:
             self.block()
-        self.broker.kick()
+        elif self.only_publishes and len(data) < _COALESCE_BELOW and self.published and not self.reading_paused:
+            # A client writing one publish per send (pika) costs one loop iteration per
+            # message. When a small read held nothing but publishes on channels that wait
+            # for nothing (no confirms, no tx), pause reading for a millisecond so the next
+            # read carries a batch. Nothing is waiting on a reply from us meanwhile.
+            if not any(ch.confirm or ch.tx for ch in self.channels.values()):
+                self._pause_reading()
+                self.loop.call_later(_COALESCE_DELAY, self._coalesce_resume)
+
+    def _coalesce_resume(self) -> None:
+        if self.writable and not self.blocked_by_memory:
+            self._resume_reading()
 
     def _parse(self, buf: bytes) -> int:
         n = len(buf)
@@ -265,7 +300,8 @@ class AMQPServerProtocol(asyncio.Protocol):
                                     if n - p3 >= 7:
                                         t3, c3, s3 = _unpack_frame(buf, p3)
                                         e3 = p3 + 7 + bsize
-                                        if t3 == 3 and c3 == chan and s3 == bsize and e3 < n and buf[e3] == 0xCE:
+                                        if (t3 == 3 and c3 == chan and s3 == bsize and e3 < n and buf[e3] == 0xCE
+                                                and s3 + 8 <= frame_max):
                                             body = buf[p3 + 7:e3]
                                             npos = e3 + 1
                                         else:
@@ -304,6 +340,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                     if chan == 0:
                         raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
                     raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
+                self.only_publishes = False
                 self._on_method(chan, method)
                 if self.closed:
                     return n
@@ -343,6 +380,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             elif ftype == 8:
                 if chan != 0:
                     raise UnexpectedFrame(f"heartbeat frame on channel {chan}; heartbeats must use channel 0")
+                if size:
+                    raise FrameError(f"heartbeat frame with a {size}-byte payload; heartbeats are empty")
             else:
                 raise FrameError(f"unknown frame type {ftype}")
         return pos
@@ -385,8 +424,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             "capabilities": {
                 "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
                 "consumer_cancel_notify": True, "connection.blocked": True,
-                "consumer_priorities": False, "authentication_failure_close": True,
-                "per_consumer_qos": True, "direct_reply_to": False,
+                "consumer_priorities": True, "authentication_failure_close": True,
+                "per_consumer_qos": True, "direct_reply_to": True,
             },
         }
         self.send_method(0, spec.Connection.Start(version_major=major, version_minor=minor, server_properties=props,
@@ -402,10 +441,9 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.state = "closed"
             self._close_transport()
             return
-        if idx == spec.Connection.CloseOk.INDEX:
-            if st == "closing":
-                self.state = "closed"
-                self._close_transport()
+        if idx == spec.Connection.CloseOk.INDEX and st in ("closing", "closed"):
+            self.state = "closed"
+            self._close_transport()
             return
         if st == "closing":
             return
@@ -434,12 +472,13 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         if st == "tune-ok" and idx == spec.Connection.TuneOk.INDEX:
             cfg = self.broker.config
-            fm = method.frame_max or cfg.frame_max
+            # 0 means "no limit" - above ours, so refused like any larger value (RabbitMQ 3.10)
+            fm = method.frame_max or (1 << 32)
             if fm < 4096:
                 raise NotAllowed(f"negotiated frame_max = {fm} is lower than the minimum allowed value (4096)", 10, 31)
             if cfg.frame_max and fm > cfg.frame_max:
                 raise NotAllowed(f"negotiated frame_max = {fm} is greater than the maximum allowed value ({cfg.frame_max})", 10, 31)
-            cm = method.channel_max or cfg.channel_max or 65535
+            cm = method.channel_max or (1 << 16)
             if cfg.channel_max and cm > cfg.channel_max:
                 raise NotAllowed(f"negotiated channel_max = {cm} is greater than the maximum allowed value ({cfg.channel_max})", 10, 31)
             self.frame_max = fm
@@ -478,6 +517,10 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         if idx == spec.Connection.Blocked.INDEX or idx == spec.Connection.Unblocked.INDEX:
             return  # clients may send these (RabbitMQ ignores them)
+        if st == "opened":
+            # RabbitMQ 3.10: 504 "unexpected method in connection state running"
+            raise ChannelErrorCode(f"unexpected method in connection state running: {method.NAME}",
+                                   method.CLASS_ID, method.METHOD_ID)
         raise CommandInvalid(f"expected {_EXPECT.get(st, 'a connection method')}, got {method.NAME}",
                              method.CLASS_ID, method.METHOD_ID)
 
@@ -500,8 +543,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         idx = method.INDEX
         if ch is None:
             if idx == spec.Channel.Open.INDEX:
-                if chan > self.channel_max:
-                    raise ChannelErrorCode(f"channel {chan} is above channel_max {self.channel_max}", 20, 10)
+                # RabbitMQ 3.10 enforces channel_max as a count of open channels, not as a
+                # bound on the channel number (checked on the real broker)
+                if len(self.channels) >= self.channel_max:
+                    raise NotAllowed(f"number of channels opened ({len(self.channels)}) has reached the "
+                                     f"negotiated channel_max ({self.channel_max})", 20, 10)
                 ch = Channel(self, chan)
                 self.channels[chan] = ch
                 self.send_method(chan, spec.Channel.OpenOk())
@@ -523,7 +569,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         if idx == spec.Channel.Open.INDEX:
             raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", 20, 10)
         if idx == spec.Channel.CloseOk.INDEX:
-            return
+            # RabbitMQ 3.10: 503 "unimplemented method" for a close-ok that answers nothing
+            raise CommandInvalid("channel.close-ok without a channel.close", 20, 41)
         h = HANDLERS.get(idx)
         if h is None:
             raise CommandInvalid(f"{method.NAME} may not be sent by a client", cid, method.METHOD_ID)
@@ -557,7 +604,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         """Send connection.close with ``exc``'s code; wait for close-ok (or a timeout)."""
         if self.closed or self.state in ("closing", "closed"):
             return
-        log.warning("closing connection %s: %s", self.peer, exc)
+        log.log(logging.INFO if exc.reply_code == 320 else logging.WARNING, "closing connection %s: %s", self.peer, exc)
         if self.state in ("header",):
             self._close_transport()
             return

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .config import BrokerConfig, load_config
-from .server import Broker, BrokerError
+from .server import Broker, BrokerError, new_event_loop
 
 __all__ = ["EmbeddedBroker"]
 
@@ -64,7 +64,7 @@ class EmbeddedBroker:
             return self
         ready = threading.Event()
         error: list[BaseException] = []
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self._loop = loop
 
         def run() -> None:

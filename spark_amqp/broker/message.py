@@ -28,7 +28,7 @@ F_USER_ID = 1 << 4
 _INTERESTING = F_HEADERS | F_DELIVERY_MODE | F_PRIORITY | F_EXPIRATION | F_USER_ID
 
 
-def peek_properties(raw: bytes) -> BasicProperties | None:
+def peek_properties(raw: bytes, always: bool = False) -> BasicProperties | None:
     """Decode ``raw`` only when it carries a property the broker acts on, else ``None``.
 
     ``raw`` is the property-flags short(s) plus values. Raises FrameError (501) /
@@ -37,7 +37,7 @@ def peek_properties(raw: bytes) -> BasicProperties | None:
     if len(raw) < 2:
         return None
     flags = (raw[0] << 8) | raw[1]
-    if not flags & _INTERESTING:
+    if not flags & _INTERESTING and not always:
         return None
     return decode_properties(raw, 0, len(raw))
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Iterable
+from typing import Any
 
 from .message import Message
 
@@ -39,7 +39,7 @@ class Consumer:
     """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
-                 "tag_enc")
+                 "tag_enc", "priority")
 
     def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
                  prefetch: int, arguments: dict | None):
@@ -52,6 +52,7 @@ class Consumer:
         self.unacked = 0
         self.arguments = arguments or {}
         self.tag_enc = b""
+        self.priority = 0
 
 
 class PriorityReady:
@@ -205,6 +206,7 @@ class Queue:
         self.unacked_count = 0
         self.consumers: list[Consumer] = []
         self.rr = 0
+        self.prioritised = False
         self.next_seq = 1
         self.had_consumers = False
         self.deleted = False
@@ -442,6 +444,10 @@ class Queue:
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, c: Consumer) -> None:
         self.consumers.append(c)
+        if c.priority or self.prioritised:
+            # consumer priorities (x-priority): highest first, stable within a priority
+            self.consumers.sort(key=lambda k: -k.priority)
+            self.prioritised = any(k.priority for k in self.consumers)
         self.had_consumers = True
         self.touch()
         self.broker.mark_queue(self)
@@ -473,6 +479,51 @@ class Queue:
             self.rearm_ttl()
         return m
 
+    def _can_take(self, c: Consumer) -> bool:
+        ch = c.channel
+        if not ch.can_deliver:
+            return False
+        if c.no_ack:
+            return True
+        if c.prefetch and c.unacked >= c.prefetch:
+            return False
+        gp = ch.prefetch_global
+        return not (gp and ch.unacked_count >= gp)
+
+    def _dispatch_by_priority(self) -> None:
+        """Consumer priorities: a message goes to the highest-priority consumer with capacity,
+        round-robin among equals (rabbitmq.com/consumer-priority.html)."""
+        ready = self.ready
+        consumers = self.consumers
+        while ready:
+            chosen = None
+            i = 0
+            n = len(consumers)
+            while i < n:
+                p = consumers[i].priority
+                j = i
+                while j < n and consumers[j].priority == p:
+                    j += 1
+                group = consumers[i:j]
+                start = self.rr % len(group)
+                for k in range(len(group)):
+                    c = group[(start + k) % len(group)]
+                    if self._can_take(c):
+                        chosen = c
+                        self.rr = start + k + 1
+                        break
+                if chosen is not None:
+                    break
+                i = j
+            if chosen is None:
+                break
+            m = ready.popleft()
+            self.ready_bytes -= len(m.body)
+            if m.expires_at is not None and m.expires_at <= time.monotonic() - 0.005:
+                self.discard(m, "expired")
+                continue
+            chosen.channel.deliver(chosen, m, self)
+
     def dispatch(self) -> None:
         """Deliver ready messages to consumers that can take them (round-robin)."""
         ready = self.ready
@@ -481,6 +532,9 @@ class Queue:
             return
         if self.single_active:
             consumers = consumers[:1]
+        elif self.prioritised:
+            self._dispatch_by_priority()
+            return
         n = len(consumers)
         i = self.rr
         idle = 0

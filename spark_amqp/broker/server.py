@@ -18,7 +18,6 @@ import errno
 import logging
 import os
 import signal
-import socket
 import time
 from typing import Callable
 
@@ -29,9 +28,23 @@ from .message import Message, route_enc
 from .store import MemoryStore, SqliteStore
 from .vhost import VHost
 
-__all__ = ["Broker", "serve", "PortInUseError", "BrokerError"]
+__all__ = ["Broker", "serve", "PortInUseError", "BrokerError", "new_event_loop"]
 
 log = logging.getLogger("spark_amqp.broker")
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The broker's event loop: uvloop's when installed (fewer µs per socket read; optional
+    dependency ``uvloop>=0.19,<1``), else asyncio's default. ``SPARK_AMQP_BROKER_LOOP=asyncio``
+    forces the standard loop."""
+    if os.environ.get("SPARK_AMQP_BROKER_LOOP", "auto") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 class BrokerError(RuntimeError):
@@ -319,6 +332,8 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
     Raises :class:`PortInUseError` / :class:`BrokerError` (one-line messages) when it cannot
     start, and :class:`~.config.ConfigError` for a bad config file.
     """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config(config_path)
     if data_dir is None:
         data_dir = config.data_dir
@@ -343,4 +358,8 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
         await broker.close()
         log.info("stopped")
 
-    asyncio.run(main())
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

@@ -42,6 +42,7 @@ class VHost:
         self.name = name
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
+        self.reply_queues: dict[str, Queue] = {}  # direct reply-to pseudo-queues by name
         self.default = Exchange(self, "", "direct", durable=True)
         self.exchanges[""] = self.default
         for n, t in (("amq.direct", "direct"), ("amq.fanout", "fanout"), ("amq.topic", "topic"),
@@ -114,7 +115,7 @@ class VHost:
         if name == "":
             raise AccessRefused("operation not permitted on the default exchange", cid, mid)
         if name.startswith("amq."):
-            raise AccessRefused(f"operation not permitted on exchange '{name}' in vhost '{self.name}'"
+            raise AccessRefused(f"deletion of system exchange '{name}' in vhost '{self.name}'"
                                 if name in ("amq.direct", "amq.fanout", "amq.topic", "amq.headers", "amq.match")
                                 else f"exchange name '{name}' contains reserved prefix 'amq.*'", cid, mid)
         x = self.exchanges.get(name)
@@ -266,6 +267,8 @@ class VHost:
         (RabbitMQ: an exchange whose own bindings give no destination uses its AE)."""
         if x is self.default:
             q = self.queues.get(routing_key)
+            if q is None and self.reply_queues and routing_key.startswith("amq.rabbitmq.reply-to."):
+                q = self.reply_queues.get(routing_key)
             return [q] if q is not None else []
         return self._route(x, routing_key, msg)
 

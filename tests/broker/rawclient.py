@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from spark_amqp.protocol import (PROTOCOL_HEADER, BasicProperties, ContentMessage, Decoder,
+from spark_amqp.protocol import (PROTOCOL_HEADER, BasicProperties, Decoder,
                                  Heartbeat, MethodFrame, encode_message, encode_method, spec)
 
 

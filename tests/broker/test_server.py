@@ -139,7 +139,6 @@ def test_permissions_are_enforced(configured):
 
 
 def test_amqplain_auth(configured):
-    import struct
     from spark_amqp.broker.auth import authenticate
 
     cfg = configured.config
