@@ -146,8 +146,7 @@ def _synthetic_source_class():
     from dataclasses import dataclass as _dc
 
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
-                                                  SupportsTriggerAvailableNow)
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 
     from ..spark import schema as S
 
@@ -202,7 +201,6 @@ def _synthetic_source_class():
         def streamReader(self, schema):
             return Reader(self.options)
 
-    _ = ReadAllAvailable
     return Synthetic
 
 

@@ -27,6 +27,8 @@ replays at most that batch (as redeliveries).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -53,6 +55,8 @@ log = logging.getLogger("spark_amqp.spark.source")
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5
+#: the module Spark runs as the long-lived source runner process (``python -m``)
+_RUNNER_MODULE = "python_streaming_source_runner"
 _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)connecting
 
 
@@ -159,12 +163,54 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._session = Session(self.options.queues)  # new tags -> new session
         self._current_session()
         self._consumer = consumer
+        if not self._ever_connected:
+            self._install_sigterm_close()
         self._ever_connected = True
         self._backoff = _FIRST_BACKOFF
         self._stats["sessions"] += 1
         log.info("amqp source: session %s consuming %s", self._session.id,
                  ", ".join(self.options.queues))
         return True
+
+    def _install_sigterm_close(self) -> None:
+        """Close the connection politely when Spark ends the source runner process.
+
+        Spark's ``PythonStreamingSourceRunner.stop()`` (4.3, checked with javap) stops the
+        runner's Python worker right after closing its socket, so the runner's
+        ``finally: reader.stop()`` rarely gets to finish and the broker sees a dropped socket
+        (the embedded broker logged "closed the socket without connection.close" on every
+        query stop). The worker is ended with SIGTERM (``Process.destroy``), sometimes twice;
+        this handler ignores further SIGTERMs, runs ``stop(fast=True)`` (connection.close:
+        the broker cancels the consumers and requeues unacked deliveries), then exits. With it
+        the embedded broker saw a clean close on 5 of 5 query stops. Only installed in the
+        main thread of Spark's runner process, never in tests or on executors.
+        """
+        import signal
+        import threading
+
+        main = sys.modules.get("__main__")
+        if threading.current_thread() is not threading.main_thread() or not getattr(
+                getattr(main, "__spec__", None), "name", "").endswith(_RUNNER_MODULE):
+            return
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+        except (ValueError, OSError):
+            return
+
+        def on_sigterm(signum, frame):
+            # Spark may send SIGTERM twice; a second one must not interrupt the close.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self.stop(fast=True)
+            finally:
+                if callable(previous):
+                    previous(signum, frame)
+                raise SystemExit(128 + signum)
+
+        try:
+            signal.signal(signal.SIGTERM, on_sigterm)
+        except (ValueError, OSError):
+            pass
 
     def _session_has_data(self) -> bool:
         return any(b.received for b in self._session.buffers.values())
@@ -184,6 +230,11 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.abort()
+        if self._targets is not None and self._session is not None:
+            # Trigger.AvailableNow: planned-but-unacked deliveries go back to the queue and
+            # are part of what this run must still read.
+            for q, b in self._session.buffers.items():
+                self._targets[q] = self._targets.get(q, 0) + (b.planned - b.acked)
         self._session = Session(self.options.queues)
         self._next_attempt = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
@@ -363,11 +414,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         self._ack_safely(SourceOffset.from_dict(end))
 
-    def stop(self) -> None:
+    def stop(self, fast: bool = False) -> None:
         """Cancel the consumers and close the connection. Deliveries not yet acked (the last
         batch if it has no following trigger, and anything buffered) are requeued by the
-        broker."""
+        broker. ``fast``: only ``connection.close`` (which cancels the consumers and closes
+        the channels on the broker, AMQP 0-9-1 §1.4.2.5), used when Spark is ending the
+        process."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            consumer.close()
+            if fast:
+                consumer.abort()
+            else:
+                consumer.close()
         log.info("amqp source stopped: %s", self._stats)

@@ -106,7 +106,9 @@ class DriverConsumer:
         self.abort()
 
     def abort(self) -> None:
-        """Drop the connection without the polite handshake (after a failure). Never raises."""
+        """Close the connection at once (``connection.close``, which on the broker cancels the
+        consumers, closes the channels and requeues unacked deliveries; a dead connection is
+        just dropped), skipping the per-channel handshakes. Never raises."""
         conn, self.conn = self.conn, None
         self.channels = {}
         self.consumer_tags = {}

@@ -221,6 +221,7 @@ def test_user_schema_is_rejected(spark, broker_url, tmp_path):
         sq.awaitTermination(60)
 
 
+@pytest.mark.slow   # a separate Spark in a subprocess: ~40-65 s per broker on this machine
 def test_idle_query_acks_last_batch_within_one_trigger(broker_url, queue, tmp_path):
     """Subprocess query: one batch, then idle; SIGKILL after one more trigger: the batch was
     acked by the idle trigger's latestOffset, so nothing comes back to the queue."""

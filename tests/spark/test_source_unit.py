@@ -351,3 +351,25 @@ def test_tls_options_pass_to_the_client():
     assert o.client_kwargs() == {"cacertfile": "/ca.pem", "certfile": "/c.pem",
                                  "keyfile": "/k.pem", "server_name_indication": "broker.example",
                                  "verify": "verify_peer", "connection_timeout": 2.5}
+
+
+def test_available_now_connection_loss_still_reads_the_snapshot():
+    broker = FakeBroker(["a"])
+    for i in range(6):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="0.2")
+    r.prepareForTriggerAvailableNow()
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadMaxRows(3))
+    got = [x["body"] for x in _rows(r, s, e1)]
+    broker.consumers[0].kill()                 # lost before batch 1 was acked
+    e = e1
+    for _ in range(10):
+        r._next_attempt = 0
+        nxt = r.latestOffset(e, ReadMaxRows(3))
+        if nxt == e and r._consumer is not None:
+            break
+        got += [x["body"] for x in _rows(r, e, nxt)]
+        e = nxt
+    assert sorted(set(got)) == [b"%d" % i for i in range(6)]
+    assert sorted(broker.acked["a"]) == [b"%d" % i for i in range(6)]
