@@ -24,7 +24,11 @@ that exchange, and the queue is purged between contenders. Contenders:
 
 The target (issue 5) is the sink ≥ 2× pika's unconfirmed publish rate, with confirms on.
 Figures depend on the machine: the broker, Spark's JVM, its Python workers and pika share the
-cores (2 on the reference machine).
+cores (2 on the reference machine). Measured there (2026-11-21, quiet machine): RabbitMQ 3.10
+itself ingests at most ~44k msg/s of these messages (200 B, persistent, message_id) *without*
+confirms from our client's batched writes (~73k/s for 16 B transient ones), i.e. 2× pika's
+~22k/s is RabbitMQ's own ceiling before Spark takes any CPU; with confirms a single client
+connection gets ~24-34k/s. See the sink engineer's report for the runs.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
    .option("uri", "amqp://guest:guest@localhost:5672/%2F")
    .option("exchange", "events")          # overrides an `exchange` column; default ""
    .option("routingKey", "flights.jfk")   # overrides a `routing_key` column
+   .mode("append")                        # required (see "Save modes")
    .save())
 ```
 
@@ -28,9 +29,11 @@ message carries a deterministic ``message_id`` (unless ``messageId=none``/``colu
 ``"{queryId}:{batchId}:{partitionId}:{row}"`` for streams, ``"{writeId}:{partitionId}:{row}"``
 for a batch ``save()``, the same on a retry, so consumers can drop the duplicates.
 
-Save modes: ``append`` and the default ``errorifexists`` publish; ``overwrite`` is rejected for
-batch writes (published messages cannot be replaced). Streaming output modes ``append``,
-``update`` and ``complete`` are all accepted (``complete`` republishes the whole result).
+Save modes: use ``.mode("append")``. Spark itself rejects the default ``errorifexists`` for
+Python data sources (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``, seen with pyspark 4.3), and this
+sink rejects ``overwrite`` (published messages cannot be replaced). Streaming output modes
+``append``, ``update`` and ``complete`` are all accepted (``complete`` republishes the whole
+result every micro-batch).
 """
 
 from __future__ import annotations

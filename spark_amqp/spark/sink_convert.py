@@ -237,8 +237,10 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
         row_start: index of this batch's first row within the task (for the id suffix).
 
     Returns:
-        list of ``(body: bytes, exchange: str, routing_key: str, properties: BasicProperties,
-        mandatory: bool)``, one per row, in row order.
+        list of ``(body: bytes, exchange: str, routing_key: str, properties, mandatory: bool)``,
+        one per row, in row order; ``properties`` is a ``BasicProperties`` or, on the fast path
+        (no property column besides ``message_id``), an :class:`EncodedProperties` with the
+        same encoding.
 
     Raises:
         SinkDataError: a null body, an out-of-range octet, a short string over 255 bytes, a

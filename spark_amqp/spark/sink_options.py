@@ -20,7 +20,8 @@ option                 default                     meaning
 ``deliveryMode``       column, else ``2``          ``1``/``transient`` or ``2``/``persistent``;
                                                    when set, overrides the column
 ``maxInFlight``        ``10000``                   unconfirmed publishes per task (≥ 1)
-``confirmTimeoutMs``   ``60000``                   max wait for outstanding confirms (ms, > 0)
+``confirmTimeoutMs``   ``60000``                   max wait (ms, > 0) for room in the maxInFlight
+                                                   window and for the task's final confirms
 ``declareExchange``    ``false``                   ``exchange.declare`` the ``exchange`` option
 ``exchangeType``       ``direct``                  ``direct``|``fanout``|``topic``|``headers``|``x-*``
 ``exchangeDurable``    ``true``                    durable flag of the declared exchange
