@@ -120,7 +120,10 @@ class Channel:
             self.unacked_count += 1
             q.unacked_count += 1
         props_raw = m.props_raw
-        if q.quorum:
+        if q.quorum and m.delivery_count:
+            # RabbitMQ 3.10.8 (checked with pika): basic.deliver of a quorum queue carries
+            # x-delivery-count only once the message was returned (1, 2, ...); basic.get-ok
+            # carries it from 0.
             props_raw = _with_delivery_count(m)
         enc = m.enc
         ctag = c.tag_enc
@@ -626,7 +629,7 @@ class Channel:
 
 def _with_delivery_count(m: Message) -> bytes:
     """Properties of a quorum-queue delivery: headers + ``x-delivery-count`` (RabbitMQ 3.10.8
-    sends it on every delivery: 0 first, +1 per return)."""
+    sends it on every get-ok, 0 first, and on a basic.deliver once the count is above 0)."""
     from ..protocol.properties import BasicProperties
 
     p = m.props

@@ -531,3 +531,23 @@ def test_x_death_history_over_two_hops(amqp, ch):
     assert deaths == [(q2, "rejected", 1, [q2]), (q1, "expired", 1, [q1])]
     assert (dead.headers["x-first-death-queue"], dead.headers["x-first-death-reason"]) == \
         (q1, "expired")
+
+
+def test_quorum_delivery_count_header_on_consume(amqp, ch):
+    # RabbitMQ 3.10.8 (observed with pika): a basic.deliver from a quorum queue has no
+    # x-delivery-count header on its first delivery (basic.get-ok has it from 0); after a
+    # return (nack requeue) the redelivery carries x-delivery-count=1.
+    q = amqp.queue(ch, prefix="qq", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.basic_publish("", q, b"x")
+    ch.basic_qos(prefetch_count=10)
+    seen = []
+    for method, props, body in ch.consume(q, inactivity_timeout=5):
+        assert method is not None, "no delivery within 5 s"
+        seen.append((method.redelivered, (props.headers or {}).get("x-delivery-count")))
+        if len(seen) == 1:
+            ch.basic_nack(method.delivery_tag, requeue=True)
+        else:
+            ch.basic_ack(method.delivery_tag)
+            break
+    ch.cancel()
+    assert seen == [(False, None), (True, 1)]
