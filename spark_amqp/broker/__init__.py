@@ -9,9 +9,9 @@ import logging as _logging
 # library convention: silent unless the application configures logging (serve() does)
 _logging.getLogger("spark_amqp.broker").addHandler(_logging.NullHandler())
 
-from .config import BrokerConfig, ConfigError, load_config  # noqa: F401
+from .config import BrokerConfig, ConfigError, TLSConfig, load_config  # noqa: F401
 from .embedded import EmbeddedBroker  # noqa: F401
 from .server import Broker, BrokerError, PortInUseError, serve  # noqa: F401
 
 __all__ = ["EmbeddedBroker", "Broker", "BrokerConfig", "BrokerError", "PortInUseError",
-           "ConfigError", "load_config", "serve"]
+           "ConfigError", "TLSConfig", "load_config", "serve"]

@@ -1,10 +1,18 @@
-"""SASL authentication of connection.start-ok: PLAIN and AMQPLAIN.
+"""SASL authentication of connection.start-ok: PLAIN, AMQPLAIN and (over TLS) EXTERNAL.
 
 - PLAIN (RFC 4616): response = ``authzid NUL authcid NUL password`` (authzid ignored).
 - AMQPLAIN (RabbitMQ, 0-8 heritage): response = a field table *without* its 4-byte length
   prefix, holding ``LOGIN`` and ``PASSWORD`` (longstr values).
+- EXTERNAL (RFC 4422 appendix A; RabbitMQ's rabbitmq_auth_mechanism_ssl plugin): the identity
+  is the verified TLS client certificate's subject, the response is ignored. Offered only on
+  TLS listeners that require verified client certificates (``verify_peer`` +
+  ``fail_if_no_peer_cert``; the plugin refuses EXTERNAL as "TLS configuration is unsafe"
+  otherwise, see ``rabbit_ssl:peer_cert_auth_name``). The user name is the subject's RFC 4514 distinguished-name string
+  (``ssl_cert_login_from = distinguished_name``, RabbitMQ's default) or its common name
+  (``common_name``); the user must exist, its password is not checked.
 
-Source: RabbitMQ access-control docs and ``rabbit_auth_mechanism_plain/amqplain``.
+Source: RabbitMQ access-control and TLS docs (https://www.rabbitmq.com/docs/access-control,
+https://www.rabbitmq.com/docs/ssl), ``rabbit_auth_mechanism_plain/amqplain/ssl``.
 """
 
 from __future__ import annotations
@@ -15,9 +23,19 @@ import struct
 from ..protocol.values import decode_table
 from .config import BrokerConfig
 
-__all__ = ["MECHANISMS", "authenticate", "AuthFailure"]
+__all__ = ["MECHANISMS", "TLS_CLIENT_CERT_MECHANISMS", "authenticate", "authenticate_external",
+           "certificate_user", "AuthFailure"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
+# offered on TLS listeners that require a verified client certificate
+TLS_CLIENT_CERT_MECHANISMS = b"PLAIN AMQPLAIN EXTERNAL"
+
+# RFC 4514 section 3 short names (plus OpenSSL's emailAddress) for Python's getpeercert() keys
+_RDN_NAMES = {
+    "commonName": "CN", "localityName": "L", "stateOrProvinceName": "ST", "organizationName": "O",
+    "organizationalUnitName": "OU", "countryName": "C", "streetAddress": "STREET",
+    "domainComponent": "DC", "userId": "UID", "emailAddress": "emailAddress",
+}
 
 
 class AuthFailure(Exception):
@@ -58,4 +76,56 @@ def authenticate(config: BrokerConfig, mechanism: str, response: bytes) -> str:
     if u is None or not hmac.compare_digest(u.password.encode(), password.encode()):
         raise AuthFailure(f"ACCESS_REFUSED - Login was refused using authentication mechanism "
                           f"{mechanism}. For details see the broker logfile.")
+    return user
+
+
+def _rfc4514_escape(value: str) -> str:
+    out = []
+    for i, ch in enumerate(value):
+        if ch in ',+"\\<>;' or (i == 0 and ch in "# ") or (i == len(value) - 1 and ch == " "):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def certificate_user(peercert: dict | None, login_from: str = "distinguished_name") -> str:
+    """The user name EXTERNAL derives from a client certificate.
+
+    Args:
+        peercert: :meth:`ssl.SSLSocket.getpeercert` dict of a verified certificate (``None`` or
+            ``{}`` when the client sent none or it was not verified).
+        login_from: ``"distinguished_name"``: the subject as an RFC 4514 string, last RDN first
+            (``"CN=client,O=acme,C=GB"``, as RabbitMQ and ``openssl x509 -nameopt RFC2253``);
+            ``"common_name"``: the subject's (last) CN.
+
+    Raises :class:`AuthFailure` when there is no verified certificate or it has no CN.
+    """
+    subject = (peercert or {}).get("subject")
+    if not subject:
+        raise AuthFailure("ACCESS_REFUSED - EXTERNAL login needs a verified TLS client certificate; "
+                          "connect with certfile/keyfile to a TLS listener that has verify_peer")
+    if login_from == "common_name":
+        cns = [v for rdn in subject for k, v in rdn if k == "commonName"]
+        if not cns:
+            raise AuthFailure("ACCESS_REFUSED - the client certificate subject has no common name (CN)")
+        return cns[-1]
+    return ",".join("+".join(f"{_RDN_NAMES.get(k, k)}={_rfc4514_escape(v)}" for k, v in rdn)
+                    for rdn in reversed(subject))
+
+
+def authenticate_external(config: BrokerConfig, peercert: dict | None,
+                          login_from: str = "distinguished_name") -> str:
+    """EXTERNAL: the configured user named by the client certificate (see
+    :func:`certificate_user`); its password is not checked.
+
+    Raises :class:`AuthFailure` (sent as 403 ACCESS_REFUSED) when there is no verified
+    certificate or no such user.
+    """
+    user = certificate_user(peercert, login_from)
+    if user not in config.users:
+        raise AuthFailure(f"ACCESS_REFUSED - Login was refused using authentication mechanism EXTERNAL: "
+                          f"user '{user}' (from the client certificate's "
+                          f"{'common name' if login_from == 'common_name' else 'distinguished name'}) "
+                          f"does not exist")
     return user

@@ -11,6 +11,15 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     max_message_size = 134217728       # bytes (RabbitMQ 3.10 default 128 MiB)
     max_connections = 0                # 0 = unlimited
 
+    [tls]                              # optional: an amqps listener (RabbitMQ listeners.ssl.default)
+    port = 5671                        # the IANA amqps port; spark-amqp broker --tls-port overrides
+    certfile = "conf/tls/server_certificate.pem"   # PEM server certificate (chain)
+    keyfile = "conf/tls/server_key.pem"            # PEM private key (unencrypted)
+    cacertfile = "conf/tls/ca_certificate.pem"     # CA bundle that signs client certificates
+    verify = "verify_peer"             # verify_peer | verify_none (RabbitMQ ssl_options.verify)
+    fail_if_no_peer_cert = true        # verify_peer only: refuse clients without a certificate
+    cert_login_from = "common_name"    # EXTERNAL user name: distinguished_name (default) | common_name
+
     [[users]]
     name = "guest"
     password = "guest"
@@ -27,18 +36,30 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     read = ".*"
 
 Without a file the broker has user guest/guest with full permissions on vhost ``/``
-(RabbitMQ's defaults).
+(RabbitMQ's defaults) and no TLS listener.
+
+TLS follows RabbitMQ's ``ssl_options`` (https://www.rabbitmq.com/docs/ssl): a server
+certificate and key are required; ``verify = "verify_peer"`` asks the client for a certificate
+and checks it against ``cacertfile`` (a presented certificate that does not verify fails the
+TLS handshake), and ``fail_if_no_peer_cert = true`` additionally refuses clients that present
+none. Protocol versions are TLS 1.2 and 1.3 (RabbitMQ 3.10's defaults). When both are set
+the SASL mechanism EXTERNAL is offered too (RabbitMQ's rabbitmq_auth_mechanism_ssl, which
+refuses it as unsafe under weaker settings): the user name is taken from the certificate subject, either the
+RFC 4514 string of the whole distinguished name (``"CN=client,O=acme"``, RabbitMQ's default)
+or its common name (``cert_login_from = "common_name"``); that user must exist in ``[[users]]``
+(its password is not checked).
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BrokerConfig", "User", "Permission", "load_config", "ConfigError"]
+__all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
 
 
 class ConfigError(ValueError):
@@ -69,6 +90,80 @@ class Permission:
         return re.match(pattern, name) is not None
 
 
+CERT_LOGIN_FROM = ("distinguished_name", "common_name")
+
+
+@dataclass
+class TLSConfig:
+    """The TLS (amqps) listener's settings; names follow RabbitMQ's ``ssl_options``.
+
+    Args:
+        certfile: path of the PEM server certificate (leaf first, then intermediates).
+        keyfile: path of its PEM private key (unencrypted; ``None`` = the key is in certfile).
+        cacertfile: PEM bundle of the CAs that sign client certificates; required when
+            ``verify_peer`` is true.
+        verify_peer: request a client certificate and verify it against ``cacertfile``
+            (RabbitMQ ``ssl_options.verify = verify_peer``). A certificate that does not verify
+            fails the TLS handshake.
+        fail_if_no_peer_cert: with ``verify_peer``, also refuse clients that send no
+            certificate (RabbitMQ ``ssl_options.fail_if_no_peer_cert = true``).
+        cert_login_from: how EXTERNAL (offered only with ``verify_peer`` and
+            ``fail_if_no_peer_cert``) derives the user name from a client certificate:
+            ``"distinguished_name"`` (RabbitMQ's default; RFC 4514 string such as
+            ``"CN=client,O=acme"``) or ``"common_name"`` (the subject's CN).
+        port: the listener's TCP port (IANA amqps 5671); used by ``spark-amqp broker``;
+            :class:`~.embedded.EmbeddedBroker` uses its ``tls_port`` argument instead.
+    """
+
+    certfile: str
+    keyfile: str | None = None
+    cacertfile: str | None = None
+    verify_peer: bool = False
+    fail_if_no_peer_cert: bool = False
+    cert_login_from: str = "distinguished_name"
+    port: int = 5671
+
+    def __post_init__(self) -> None:
+        if self.cert_login_from not in CERT_LOGIN_FROM:
+            raise ConfigError(f"TLS cert_login_from must be one of {', '.join(CERT_LOGIN_FROM)}, "
+                              f"got {self.cert_login_from!r}")
+        if self.verify_peer and not self.cacertfile:
+            raise ConfigError("TLS verify_peer needs cacertfile: the CA bundle that client "
+                              "certificates are verified against")
+        if self.fail_if_no_peer_cert and not self.verify_peer:
+            raise ConfigError("TLS fail_if_no_peer_cert = true needs verify_peer (RabbitMQ: "
+                              "verify = verify_peer); without it no client certificate is requested")
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A server-side :class:`ssl.SSLContext` (TLS 1.2+) for these settings.
+
+        Raises :class:`ConfigError` naming the file when a certificate, key or CA bundle is
+        missing, unreadable or not valid PEM, or the key does not match the certificate.
+        """
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_cert_chain(self.certfile, self.keyfile)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"TLS certificate or key file not found: {exc.filename or self.certfile}") from None
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"cannot load the TLS server certificate {self.certfile} with key "
+                              f"{self.keyfile or '(in the certificate file)'}: {exc} (PEM files, "
+                              f"unencrypted key matching the certificate)") from None
+        if self.cacertfile:
+            try:
+                ctx.load_verify_locations(cafile=self.cacertfile)
+            except FileNotFoundError:
+                raise ConfigError(f"TLS cacertfile not found: {self.cacertfile}") from None
+            except (ssl.SSLError, OSError) as exc:
+                raise ConfigError(f"cannot load the TLS CA bundle {self.cacertfile}: {exc}") from None
+        if self.verify_peer:
+            ctx.verify_mode = ssl.CERT_REQUIRED if self.fail_if_no_peer_cert else ssl.CERT_OPTIONAL
+        else:
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+
 @dataclass
 class BrokerConfig:
     """Everything the broker reads from its config file (see the module docstring)."""
@@ -85,6 +180,7 @@ class BrokerConfig:
     max_message_size: int = 128 * 1024 * 1024
     max_connections: int = 0
     write_buffer_limit: int = 4 * 1024 * 1024
+    tls: TLSConfig | None = None
 
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
@@ -108,6 +204,36 @@ _INT_KEYS = ("frame_max", "channel_max", "heartbeat", "memory_high_watermark",
              "max_message_size", "max_connections", "write_buffer_limit")
 
 
+def _tls_from_toml(path: str | Path, t: Any) -> TLSConfig:
+    if not isinstance(t, dict):
+        raise ConfigError(f"{path}: [tls] must be a table")
+    known = {"port", "certfile", "keyfile", "cacertfile", "verify", "fail_if_no_peer_cert", "cert_login_from"}
+    unknown = sorted(set(t) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown [tls] key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    if "certfile" not in t:
+        raise ConfigError(f"{path}: [tls] needs certfile (and keyfile) for the server certificate")
+    verify = t.get("verify", "verify_none")
+    if verify not in ("verify_peer", "verify_none"):
+        raise ConfigError(f"{path}: [tls] verify must be \"verify_peer\" or \"verify_none\", got {verify!r}")
+    port = t.get("port", 5671)
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"{path}: [tls] port must be an integer 0-65535, got {port!r}")
+    fail = t.get("fail_if_no_peer_cert", False)
+    if not isinstance(fail, bool):
+        raise ConfigError(f"{path}: [tls] fail_if_no_peer_cert must be true or false, got {fail!r}")
+
+    def file(key: str) -> str | None:  # relative paths: to the working directory, as data_dir
+        v = t.get(key)
+        return None if v is None else str(v)
+    try:
+        return TLSConfig(certfile=file("certfile"), keyfile=file("keyfile"), cacertfile=file("cacertfile"),
+                         verify_peer=verify == "verify_peer", fail_if_no_peer_cert=fail,
+                         cert_login_from=t.get("cert_login_from", "distinguished_name"), port=port)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: [tls] {exc}") from None
+
+
 def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
     """Read a broker config from ``path`` (TOML; None = defaults) and apply ``overrides``.
 
@@ -127,6 +253,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
             cfg.data_dir = str(b["data_dir"]) or None
         if cfg.frame_max and cfg.frame_max < 4096:
             raise ConfigError(f"{path}: [broker] frame_max must be >= 4096 (AMQP frame-min-size), got {cfg.frame_max}")
+        if "tls" in data:
+            cfg.tls = _tls_from_toml(path, data["tls"])
         if "users" in data:
             cfg.users = {}
             for u in data["users"]:

@@ -3,6 +3,13 @@
 ``with EmbeddedBroker() as b:`` starts it on an ephemeral port (``port=0``) with its own
 asyncio loop in a daemon thread; ``b.url`` is the AMQP URI to connect to
 (``amqp://guest:guest@127.0.0.1:<port>/%2F``). ``data_dir=None`` keeps everything in memory.
+
+TLS: ``EmbeddedBroker(tls=TLSConfig(certfile, keyfile, cacertfile=None, verify_peer=False,
+fail_if_no_peer_cert=False), tls_port=0)`` (or a ``[tls]`` section in the config file) adds an
+amqps listener (RabbitMQ's ``listeners.ssl.default``) next to the plain one; ``b.tls_url`` is
+``amqps://guest:guest@127.0.0.1:<tls_port>/%2F`` - connect with ``?cacertfile=<ca.pem>`` (and
+``certfile``/``keyfile`` for a client certificate, ``auth_mechanism=external`` for EXTERNAL).
+See :mod:`.config` and https://www.rabbitmq.com/docs/ssl.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import threading
 from pathlib import Path
 from urllib.parse import quote
 
-from .config import BrokerConfig, load_config
+from .config import BrokerConfig, TLSConfig, load_config
 from .server import Broker, BrokerError, new_event_loop
 
 __all__ = ["EmbeddedBroker"]
@@ -26,15 +33,21 @@ class EmbeddedBroker:
         port: TCP port; 0 (default) picks a free one.
         data_dir: directory for durable state; None = in memory.
         config: a :class:`BrokerConfig`, a path to a TOML config file, or None (defaults).
+        tls: a :class:`~.config.TLSConfig` to also listen for amqps; None (default) uses the
+            config's ``[tls]`` section if any, else no TLS listener.
+        tls_port: the TLS listener's TCP port; 0 (default) picks a free one (the config's
+            ``[tls] port`` is for ``spark-amqp broker`` only).
 
-    Attributes: ``port`` (int, after start), ``url`` (str), ``broker`` (the core object; only
-    touch it from the broker thread).
+    Attributes: ``port`` (int, after start), ``url`` (str), ``tls_port`` / ``tls_url`` (with
+    TLS), ``broker`` (the core object; only touch it from the broker thread).
 
-    Raises :class:`~.server.PortInUseError` / :class:`~.server.BrokerError` from :meth:`start`.
+    Raises :class:`~.server.PortInUseError` / :class:`~.server.BrokerError` from :meth:`start`,
+    :class:`~.config.ConfigError` when the TLS certificate, key or CA files cannot be loaded.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, data_dir: str | Path | None = None,
-                 config: BrokerConfig | str | Path | None = None):
+                 config: BrokerConfig | str | Path | None = None, *, tls: TLSConfig | None = None,
+                 tls_port: int = 0):
         self.host = host
         self.port = port
         self.data_dir = str(data_dir) if data_dir is not None else None
@@ -42,13 +55,13 @@ class EmbeddedBroker:
             self.config = config or BrokerConfig()
         else:
             self.config = load_config(config)
+        self.tls = tls if tls is not None else self.config.tls
+        self.tls_port = tls_port
         self.broker: Broker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    @property
-    def url(self) -> str:
-        """``amqp://user:password@host:port/%2F`` for the first configured user."""
+    def _uri(self, scheme: str, port: int) -> str:
         if self.broker is None:
             raise BrokerError("the embedded broker is not running; call start() first")
         u = next(iter(self.config.users.values()))
@@ -56,7 +69,22 @@ class EmbeddedBroker:
         if ":" in host:
             host = f"[{host}]"
         vhost = self.config.vhosts[0] if self.config.vhosts else "/"
-        return f"amqp://{quote(u.name, safe='')}:{quote(u.password, safe='')}@{host}:{self.port}/{quote(vhost, safe='')}"
+        return f"{scheme}://{quote(u.name, safe='')}:{quote(u.password, safe='')}@{host}:{port}/{quote(vhost, safe='')}"
+
+    @property
+    def url(self) -> str:
+        """``amqp://user:password@host:port/%2F`` for the first configured user."""
+        return self._uri("amqp", self.port)
+
+    @property
+    def tls_url(self) -> str:
+        """``amqps://user:password@host:tls_port/%2F`` for the first configured user (no TLS
+        query parameters: add ``?cacertfile=...``). Raises :class:`BrokerError` when the broker
+        is not running or has no TLS listener."""
+        if self.tls is None:
+            raise BrokerError("the embedded broker has no TLS listener; pass tls=TLSConfig(...) "
+                              "or a config file with a [tls] section")
+        return self._uri("amqps", self.tls_port)
 
     def start(self) -> "EmbeddedBroker":
         """Start the loop thread and listen; returns self once connections are accepted."""
@@ -73,12 +101,16 @@ class EmbeddedBroker:
             async def boot() -> None:
                 self.broker = Broker(self.config, self.data_dir, loop)
                 self.port = await self.broker.listen(self.host, self.port)
+                if self.tls is not None:
+                    self.tls_port = await self.broker.listen(self.host, self.tls_port, self.tls)
 
             try:
                 loop.run_until_complete(boot())
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 error.append(exc)
                 if self.broker is not None:
+                    for srv in self.broker.servers:
+                        srv.close()
                     self.broker.store.close()
                     self.broker = None
                 ready.set()
@@ -121,4 +153,6 @@ class EmbeddedBroker:
 
     def __repr__(self) -> str:
         state = f"port {self.port}" if self.broker is not None else "stopped"
+        if self.broker is not None and self.tls is not None:
+            state += f", amqps port {self.tls_port}"
         return f"<EmbeddedBroker {self.host} {state} data_dir={self.data_dir!r}>"

@@ -9,6 +9,14 @@ publisher confirms and writes each dirty connection's output in one ``transport.
 errors, stops cleanly on SIGINT/SIGTERM (connections get connection.close 320
 CONNECTION_FORCED, the store is flushed), and raises :class:`PortInUseError` with a one-line
 message when the port is taken. ``host="localhost"`` listens on 127.0.0.1 and ::1.
+
+TLS (amqps): :meth:`Broker.listen` with a :class:`~.config.TLSConfig` adds a TLS listener
+(RabbitMQ's ``listeners.ssl.default``, usually port 5671) through asyncio's
+``create_server(ssl=...)``; the AMQP connection is the same as on the plain listener once the
+TLS handshake (at most 5 s, RabbitMQ's ``ssl_handshake_timeout``) is done. A listener that
+requires client certificates (``verify_peer`` + ``fail_if_no_peer_cert``) also offers SASL
+EXTERNAL (see :class:`TLSServerProtocol` and :mod:`.auth`). Source:
+https://www.rabbitmq.com/docs/ssl.
 """
 
 from __future__ import annotations
@@ -18,10 +26,14 @@ import errno
 import logging
 import os
 import signal
+import ssl
 import time
 from typing import Callable
 
-from .config import BrokerConfig, load_config
+from ..protocol import spec
+from ..protocol.errors import AccessRefused
+from .auth import TLS_CLIENT_CERT_MECHANISMS, AuthFailure, authenticate_external, certificate_user
+from .config import BrokerConfig, ConfigError, TLSConfig, load_config
 from .connection import AMQPServerProtocol
 from .exchange import Exchange
 from .message import Message, route_enc
@@ -53,6 +65,71 @@ class BrokerError(RuntimeError):
 
 class PortInUseError(BrokerError, OSError):
     """The TCP port is already taken by another process."""
+
+
+_TLS_HANDSHAKE_TIMEOUT = 5.0  # seconds; RabbitMQ's ssl_handshake_timeout default (5000 ms)
+
+
+class TLSServerProtocol(AMQPServerProtocol):
+    """An AMQP connection accepted on the TLS listener: as :class:`AMQPServerProtocol`, plus
+    SASL EXTERNAL (user name from the verified client certificate's subject, see
+    :func:`.auth.certificate_user`) when the listener requires client certificates
+    (``verify_peer`` and ``fail_if_no_peer_cert``). RabbitMQ's rabbitmq_auth_mechanism_ssl
+    refuses EXTERNAL as "TLS configuration is unsafe" under any weaker ``ssl_options``, so
+    there it is simply not offered."""
+
+    def __init__(self, broker, tls: TLSConfig):
+        super().__init__(broker)
+        self.tls = tls
+        self.peercert: dict | None = None
+
+    @property
+    def offers_external(self) -> bool:
+        return bool(self.tls.verify_peer and self.tls.fail_if_no_peer_cert and self.peercert)
+
+    def connection_made(self, transport) -> None:
+        # asyncio calls this after the TLS handshake; getpeercert() is {} / None unless the
+        # client sent a certificate that verified against cacertfile
+        self.peercert = transport.get_extra_info("peercert") or None
+        super().connection_made(transport)
+        cipher = transport.get_extra_info("cipher")
+        log.info("connection %s: %s%s", self.peer, cipher[1] if cipher else "TLS",
+                 f", client certificate {certificate_user(self.peercert)!r}" if self.peercert else "")
+
+    def send_method(self, channel: int, method) -> None:
+        if type(method) is spec.Connection.Start and self.offers_external:
+            method.mechanisms = TLS_CLIENT_CERT_MECHANISMS
+        super().send_method(channel, method)
+
+    def _on_connection_method(self, method) -> None:
+        if (self.state == "start-ok" and method.INDEX == spec.Connection.StartOk.INDEX
+                and method.mechanism == "EXTERNAL"):
+            self._start_ok_external(method)
+            return
+        super()._on_connection_method(method)
+
+    def _start_ok_external(self, method) -> None:
+        self.client_properties = method.client_properties or {}
+        caps = self.client_properties.get("capabilities") or {}
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        if not self.offers_external:
+            log.warning("connection %s: mechanism 'EXTERNAL' not offered (the TLS listener does not "
+                        "require client certificates); closing", self.peer)
+            self._close_transport()
+            return
+        try:
+            self.user = authenticate_external(self.broker.config, self.peercert, self.tls.cert_login_from)
+        except AuthFailure as exc:
+            log.warning("connection %s: authentication failed: %s", self.peer, exc)
+            if self.capabilities.get("authentication_failure_close"):
+                self.connection_error(AccessRefused(str(exc), 10, 11))
+            else:
+                self._close_transport()
+            return
+        self.state = "tune-ok"
+        cfg = self.broker.config
+        self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
+                                                 heartbeat=cfg.heartbeat))
 
 
 class Broker:
@@ -274,31 +351,44 @@ class Broker:
                  len(data["exchanges"]), len(data["queues"]), len(data["bindings"]), n, self.data_dir)
 
     # ------------------------------------------------------------------ listening
-    async def listen(self, host: str = "127.0.0.1", port: int = 0) -> int:
+    async def listen(self, host: str = "127.0.0.1", port: int = 0, tls: TLSConfig | None = None) -> int:
         """Start listening; returns the bound port. ``localhost`` → 127.0.0.1 and ::1.
 
-        Raises :class:`PortInUseError` when the port is taken, :class:`BrokerError` otherwise.
+        With ``tls`` this is a TLS (amqps) listener using ``tls.ssl_context()``; call
+        ``listen`` once per listener (plain and TLS on different ports).
+
+        Raises :class:`PortInUseError` when the port is taken, :class:`BrokerError` otherwise,
+        :class:`~.config.ConfigError` when the TLS certificate/key/CA files cannot be loaded.
         """
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
         bound = port
+        if tls is not None:
+            ctx: ssl.SSLContext = tls.ssl_context()
+            factory: Callable[[], AMQPServerProtocol] = lambda: TLSServerProtocol(self, tls)
+            extra: dict = {"ssl": ctx, "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
+            what, opt = "AMQP 0-9-1 over TLS (amqps)", "--tls-port"
+        else:
+            factory = lambda: AMQPServerProtocol(self)  # noqa: E731
+            extra = {}
+            what, opt = "AMQP 0-9-1", "--port"
+        first = len(self.servers)
         for i, h in enumerate(hosts):
             try:
-                srv = await self.loop.create_server(lambda: AMQPServerProtocol(self), h, bound,
-                                                    reuse_address=True, backlog=1024)
+                srv = await self.loop.create_server(factory, h, bound, reuse_address=True, backlog=1024, **extra)
             except OSError as exc:
                 if i > 0:
                     log.warning("cannot also listen on %s port %d (%s); continuing with %s only", h, bound, exc, hosts[0])
                     continue
                 if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
                     raise PortInUseError(f"cannot start the broker: port {port} on {host} is already in use "
-                                         f"(another broker or RabbitMQ?); choose another --port") from None
+                                         f"(another broker or RabbitMQ?); choose another {opt}") from None
                 raise BrokerError(f"cannot start the broker on {host}:{port}: {exc.strerror or exc}") from None
             self.servers.append(srv)
             if bound == 0:
                 bound = srv.sockets[0].getsockname()[1]
-        for srv in self.servers:
+        for srv in self.servers[first:]:
             for s in srv.sockets:
-                log.info("listening for AMQP 0-9-1 on %s", s.getsockname()[:2])
+                log.info("listening for %s on %s", what, s.getsockname()[:2])
         return bound
 
     async def close(self) -> None:
@@ -326,27 +416,49 @@ class Broker:
 
 
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,
-          config_path: str | None = None) -> None:
+          config_path: str | None = None, *, tls_port: int | None = None,
+          tls_certfile: str | None = None, tls_keyfile: str | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
 
+    A TLS (amqps) listener is added when the config file has a ``[tls]`` section or
+    ``tls_certfile`` is given (``tls_certfile``/``tls_keyfile`` override the file's certfile /
+    keyfile; ``tls_port`` overrides its port, default 5671, 0 = any free port).
+
     Raises :class:`PortInUseError` / :class:`BrokerError` (one-line messages) when it cannot
-    start, and :class:`~.config.ConfigError` for a bad config file.
+    start, and :class:`~.config.ConfigError` for a bad config file or unusable TLS files.
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config(config_path)
     if data_dir is None:
         data_dir = config.data_dir
+    if tls_certfile is not None:
+        if config.tls is None:
+            config.tls = TLSConfig(certfile=tls_certfile, keyfile=tls_keyfile)
+        else:
+            config.tls.certfile, config.tls.keyfile = tls_certfile, tls_keyfile
+    elif (tls_keyfile is not None or tls_port is not None) and config.tls is None:
+        raise ConfigError("a TLS listener needs a server certificate: give --tls-cert (and --tls-key) "
+                          "or a [tls] section in the config file")
+    tls = config.tls
+    if tls is not None:
+        tls.ssl_context()  # fail before binding anything when the files are unusable
+        if tls_port is not None:
+            tls.port = tls_port
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         broker = Broker(config, data_dir, loop)
         try:
             bound = await broker.listen(host, port)
+            tls_bound = await broker.listen(host, tls.port, tls) if tls is not None else None
         except BaseException:
+            for srv in broker.servers:
+                srv.close()
             broker.store.close()
             raise
-        log.info("spark-amqp broker ready on %s:%d (data_dir=%s)", host, bound, data_dir or "in memory")
+        log.info("spark-amqp broker ready on %s:%d%s (data_dir=%s)", host, bound,
+                 f", amqps on port {tls_bound}" if tls_bound is not None else "", data_dir or "in memory")
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:

@@ -1,9 +1,11 @@
 """``spark-amqp broker``: run the embedded AMQP 0-9-1 broker in the foreground.
 
 Calls :func:`spark_amqp.broker.server.serve` (blocking) until SIGINT/SIGTERM, logging to
-stderr. A port that is already bound, a broker that cannot start and a bad config file each
-give a one-line ``Error: ...`` and exit status 1 (as ``rabbitmq-server`` refuses to start on a
-busy port), not a traceback.
+stderr. ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitMQ's
+``listeners.ssl.default``); verification of client certificates is configured in the
+``[tls]`` section of ``--config``. A port that is already bound, a broker that cannot start
+and a bad config file each give a one-line ``Error: ...`` and exit status 1 (as
+``rabbitmq-server`` refuses to start on a busy port), not a traceback.
 """
 
 from __future__ import annotations
@@ -24,15 +26,27 @@ import click
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None,
               help="Broker config (TOML: users, vhosts, limits, data dir); e.g. conf/broker.toml.")
+@click.option("--tls-cert", "tls_cert", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None,
+              help="PEM server certificate: also listen for amqps (TLS); overrides the config's [tls] certfile.")
+@click.option("--tls-key", "tls_key", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="PEM private key of --tls-cert (omit when the certificate file holds it).")
+@click.option("--tls-port", type=click.IntRange(0, 65535), default=None,
+              help="TLS (amqps) port [default: the config's [tls] port, else 5671].")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def broker(host: str, port: int, data_dir: Path | None, config_path: Path | None,
+           tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
            verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
-    Clients connect with amqp://guest:guest@HOST:PORT/%2F unless the config says otherwise.
+    Clients connect with amqp://guest:guest@HOST:PORT/%2F unless the config says otherwise;
+    with --tls-cert (or a [tls] config section) also amqps://guest:guest@HOST:TLS_PORT/%2F.
+    Client-certificate verification and EXTERNAL login are set in the config file's [tls].
     """
     if config_path is not None and not config_path.is_file():
         raise click.BadParameter(f"no such file: {config_path}", param_hint="--config")
+    if tls_key is not None and tls_cert is None:
+        raise click.BadParameter("--tls-key needs --tls-cert", param_hint="--tls-key")
     from ..broker.config import ConfigError
     from ..broker.server import BrokerError, serve
 
@@ -40,7 +54,9 @@ def broker(host: str, port: int, data_dir: Path | None, config_path: Path | None
                         format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     try:
         serve(host, port, str(data_dir) if data_dir else None,
-              str(config_path) if config_path else None)
+              str(config_path) if config_path else None, tls_port=tls_port,
+              tls_certfile=str(tls_cert) if tls_cert else None,
+              tls_keyfile=str(tls_key) if tls_key else None)
     except KeyboardInterrupt:
         pass
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
