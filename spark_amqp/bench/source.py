@@ -235,8 +235,12 @@ def main(argv=None) -> int:
     brokers = ["embedded", "rabbitmq"] if args.broker == "both" else [args.broker]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        # warm up Spark and the Python workers once (first query pays JVM/worker start-up)
-        ceiling_run(spark, argparse.Namespace(**{**vars(args), "messages": 20000}), tmp)
+        # warm up Spark and the Python workers once (first query pays JVM/worker start-up);
+        # two partitions so that both local[2] Python workers are started: with one, the
+        # measured ceiling paid the second worker's start-up (~1 s) and the source did not
+        warm = min(n, 2 * args.per_partition)
+        ceiling_run(spark, argparse.Namespace(**{**vars(args), "messages": warm,
+                                                 "max_per_trigger": warm}), tmp)
         ceiling = ceiling_run(spark, args, tmp)
         print(f"ceiling (synthetic source, no broker): {n / ceiling.wall:,.0f} rows/s wall, "
               f"{n / ceiling.batches_s:,.0f} rows/s in batches ({ceiling.batches} batches; "

@@ -20,6 +20,7 @@ import datetime as _dt
 import json
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, Iterator, Sequence
 
 from . import schema as S
@@ -31,6 +32,12 @@ __all__ = ["PackedColumns", "Const", "pack_deliveries", "to_record_batches", "re
 ARROW_BATCH_ROWS = 16384
 
 _PROPS_NO_HEADERS = tuple(c for c in S.PROPERTY_COLUMNS if c != S.HEADERS)
+_PROP_GETTERS = {c: attrgetter(c) for c in S.PROPERTY_COLUMNS}
+_get_body = attrgetter("body")
+_get_exchange = attrgetter("exchange")
+_get_routing_key = attrgetter("routing_key")
+_get_redelivered = attrgetter("redelivered")
+_get_properties = attrgetter("properties")
 
 
 @dataclass(frozen=True)
@@ -80,24 +87,36 @@ def pack_deliveries(queue: str, start: int, deliveries: Sequence[Any],
     column is all null, but ``delivery_count`` is still read from ``x-delivery-count``.
     """
     n = len(deliveries)
-    bodies = [d.body for d in deliveries]
+    # column lists via C-level attrgetter/map: this runs on the driver between latestOffset and
+    # the tasks (100k client Deliveries: 95 -> 79 ms with empty properties, 173 -> 121 ms with
+    # varied ones, vs list comprehensions and props.count(None))
+    bodies = list(map(_get_body, deliveries))
     if bodies and not isinstance(bodies[0], bytes):
         bodies = [_body(b) for b in bodies]
     cols: dict[str, Any] = {
         S.BODY: bodies,
-        S.EXCHANGE: _compact([d.exchange for d in deliveries]),
-        S.ROUTING_KEY: _compact([d.routing_key for d in deliveries]),
-        S.REDELIVERED: _compact([bool(d.redelivered) for d in deliveries]),
+        S.EXCHANGE: _compact(list(map(_get_exchange, deliveries))),
+        S.ROUTING_KEY: _compact(list(map(_get_routing_key, deliveries))),
+        S.REDELIVERED: _compact([bool(r) for r in map(_get_redelivered, deliveries)]),
     }
-    props = [d.properties for d in deliveries]
-    if props.count(None) == n:
+    props = list(map(_get_properties, deliveries))
+    absent = sum(1 for p in props if p is None)  # not props.count(None): it calls __eq__
+    if absent == n:
         for c in S.PROPERTY_COLUMNS:
             cols[c] = Const(None)
         cols[S.DELIVERY_COUNT] = Const(None)
         return PackedColumns(queue, start, n, cols)
-    for c in _PROPS_NO_HEADERS:
-        cols[c] = _compact([getattr(p, c, None) if p is not None else None for p in props])
-    headers = _compact([(p.headers or None) if p is not None else None for p in props])
+    if absent:  # mixed: some deliveries without properties
+        for c in _PROPS_NO_HEADERS:
+            cols[c] = _compact([getattr(p, c, None) if p is not None else None for p in props])
+    else:
+        for c in _PROPS_NO_HEADERS:
+            try:
+                cols[c] = _compact(list(map(_PROP_GETTERS[c], props)))
+            except AttributeError:  # a properties object without this attribute: null
+                cols[c] = _compact([getattr(p, c, None) for p in props])
+    headers = _compact([(getattr(p, "headers", None) or None) if p is not None else None
+                        for p in props])
     if isinstance(headers, Const):
         dc = (headers.value or {}).get("x-delivery-count") if headers.value else None
         cols[S.DELIVERY_COUNT] = Const(dc if isinstance(dc, int) else None)

@@ -373,3 +373,49 @@ def test_available_now_connection_loss_still_reads_the_snapshot():
         e = nxt
     assert sorted(set(got)) == [b"%d" % i for i in range(6)]
     assert sorted(broker.acked["a"]) == [b"%d" % i for i in range(6)]
+
+
+def test_available_now_plans_a_partial_batch_after_the_fill_wait():
+    """Trigger.AvailableNow does not hold a half-filled batch until the idle timeout: after
+    ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
+    import time
+
+    from spark_amqp.spark import source as src
+
+    broker = FakeBroker(["a"])
+    for i in range(10):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="10", availableNowIdleTimeout="30")
+    r.prepareForTriggerAvailableNow()              # snapshot: 10 ready
+    late = broker.ready["a"][4:]                   # 6 still "in flight"
+    del broker.ready["a"][4:]
+    s = r.initialOffset()
+    t0 = time.monotonic()
+    e1 = r.latestOffset(s, ReadMaxRows(10))
+    assert time.monotonic() - t0 < src._AVAILABLE_NOW_FILL_WAIT + 1.0
+    assert SourceOffset.from_dict(e1).as_map() == {"a": 4}
+    broker.ready["a"] += late
+    e2 = r.latestOffset(e1, ReadMaxRows(10))
+    assert SourceOffset.from_dict(e2).as_map() == {"a": 10}
+    assert r.latestOffset(e2, ReadMaxRows(10)) == e2   # snapshot done
+    assert len(broker.acked["a"]) == 10
+    r.stop()
+
+
+def test_pack_mixed_absent_and_partial_properties():
+    """Deliveries without properties, and property objects lacking some attribute, give nulls."""
+
+    class Partial:                                     # e.g. a foreign properties object
+        content_type = "text/plain"
+        headers = {"x-delivery-count": 1}
+
+    ds = [FakeDelivery(b"a", 1, "", "q", False, None),
+          FakeDelivery(b"b", 2, "", "q", False, _props(priority=4)),
+          FakeDelivery(b"c", 3, "", "q", False, Partial())]
+    [batch] = list(to_record_batches(pack_deliveries("q", 0, ds, include_headers=True)))
+    assert batch.column("priority").to_pylist() == [None, 4, None]
+    assert batch.column("content_type").to_pylist() == [None, None, "text/plain"]
+    assert batch.column("delivery_count").to_pylist() == [None, None, 1]
+    [b2] = list(to_record_batches(pack_deliveries("q", 0, ds[2:], include_headers=False)))
+    assert b2.column("content_type").to_pylist() == ["text/plain"]
+    assert b2.column("priority").to_pylist() == [None] and b2.column("headers").null_count == 1
