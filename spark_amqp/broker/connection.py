@@ -429,7 +429,15 @@ class AMQPServerProtocol(asyncio.Protocol):
             },
         }
         self.send_method(0, spec.Connection.Start(version_major=major, version_minor=minor, server_properties=props,
-                                                  mechanisms=MECHANISMS, locales=b"en_US"))
+                                                  mechanisms=self.mechanisms, locales=b"en_US"))
+
+    #: SASL mechanisms offered in connection.start (space-separated, AMQP 0-9-1 §1.4.2.1).
+    mechanisms = MECHANISMS
+
+    def _authenticate(self, mechanism: str, response: bytes) -> str:
+        """The user name for a start-ok; raises :class:`AuthFailure`. Listeners that offer
+        more mechanisms (TLS: EXTERNAL) override this."""
+        return authenticate(self.broker.config, mechanism, response)
 
     def _on_connection_method(self, method) -> None:
         idx = method.INDEX
@@ -452,12 +460,12 @@ class AMQPServerProtocol(asyncio.Protocol):
             caps = self.client_properties.get("capabilities") or {}
             self.capabilities = caps if isinstance(caps, dict) else {}
             mech = method.mechanism
-            if mech.encode() not in MECHANISMS.split():
+            if mech.encode() not in self.mechanisms.split():
                 log.warning("connection %s: mechanism %r not offered; closing", self.peer, mech)
                 self._close_transport()
                 return
             try:
-                self.user = authenticate(self.broker.config, mech, method.response)
+                self.user = self._authenticate(mech, method.response)
             except AuthFailure as exc:
                 log.warning("connection %s: authentication failed: %s", self.peer, exc)
                 if self.capabilities.get("authentication_failure_close"):

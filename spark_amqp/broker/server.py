@@ -30,9 +30,7 @@ import ssl
 import time
 from typing import Callable
 
-from ..protocol import spec
-from ..protocol.errors import AccessRefused
-from .auth import TLS_CLIENT_CERT_MECHANISMS, AuthFailure, authenticate_external, certificate_user
+from .auth import MECHANISMS, TLS_CLIENT_CERT_MECHANISMS, authenticate_external, certificate_user
 from .config import BrokerConfig, ConfigError, TLSConfig, load_config
 from .connection import AMQPServerProtocol
 from .exchange import Exchange
@@ -96,40 +94,14 @@ class TLSServerProtocol(AMQPServerProtocol):
         log.info("connection %s: %s%s", self.peer, cipher[1] if cipher else "TLS",
                  f", client certificate {certificate_user(self.peercert)!r}" if self.peercert else "")
 
-    def send_method(self, channel: int, method) -> None:
-        if type(method) is spec.Connection.Start and self.offers_external:
-            method.mechanisms = TLS_CLIENT_CERT_MECHANISMS
-        super().send_method(channel, method)
+    @property
+    def mechanisms(self) -> bytes:  # type: ignore[override]
+        return TLS_CLIENT_CERT_MECHANISMS if self.offers_external else MECHANISMS
 
-    def _on_connection_method(self, method) -> None:
-        if (self.state == "start-ok" and method.INDEX == spec.Connection.StartOk.INDEX
-                and method.mechanism == "EXTERNAL"):
-            self._start_ok_external(method)
-            return
-        super()._on_connection_method(method)
-
-    def _start_ok_external(self, method) -> None:
-        self.client_properties = method.client_properties or {}
-        caps = self.client_properties.get("capabilities") or {}
-        self.capabilities = caps if isinstance(caps, dict) else {}
-        if not self.offers_external:
-            log.warning("connection %s: mechanism 'EXTERNAL' not offered (the TLS listener does not "
-                        "require client certificates); closing", self.peer)
-            self._close_transport()
-            return
-        try:
-            self.user = authenticate_external(self.broker.config, self.peercert, self.tls.cert_login_from)
-        except AuthFailure as exc:
-            log.warning("connection %s: authentication failed: %s", self.peer, exc)
-            if self.capabilities.get("authentication_failure_close"):
-                self.connection_error(AccessRefused(str(exc), 10, 11))
-            else:
-                self._close_transport()
-            return
-        self.state = "tune-ok"
-        cfg = self.broker.config
-        self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
-                                                 heartbeat=cfg.heartbeat))
+    def _authenticate(self, mechanism: str, response: bytes) -> str:
+        if mechanism == "EXTERNAL":
+            return authenticate_external(self.broker.config, self.peercert, self.tls.cert_login_from)
+        return super()._authenticate(mechanism, response)
 
 
 class Broker:
