@@ -195,12 +195,16 @@ class Channel:
             return
         self._route(x, m, mandatory)
 
-    def _route(self, x, m: Message, mandatory: bool) -> None:
+    def _queues_for(self, x, m: Message):
+        """The queues ``m`` published to exchange ``x`` routes to (CC/BCC sender-selected
+        distribution headers included, RabbitMQ docs/sender-selected)."""
         p = m._props
         if p is not None and p.headers and ("CC" in p.headers or "BCC" in p.headers):
-            queues = self.vhost.route_with_cc(x, m.routing_key, m)
-        else:
-            queues = self.vhost.route(x, m.routing_key, m)
+            return self.vhost.route_with_cc(x, m.routing_key, m)
+        return self.vhost.route(x, m.routing_key, m)
+
+    def _route(self, x, m: Message, mandatory: bool) -> None:
+        queues = self._queues_for(x, m)
         if not queues:
             if mandatory:
                 self._return(m, 312, "NO_ROUTE")
@@ -461,11 +465,7 @@ class Channel:
         self.tx_publishes, self.tx_acks = [], []
         ticket = 0
         for x, m, mandatory in pubs:
-            p = m._props
-            if p is not None and p.headers and ("CC" in p.headers or "BCC" in p.headers):
-                queues = self.vhost.route_with_cc(x, m.routing_key, m)
-            else:
-                queues = self.vhost.route(x, m.routing_key, m)
+            queues = self._queues_for(x, m)
             if not queues:
                 if mandatory:
                     self._return(m, 312, "NO_ROUTE")

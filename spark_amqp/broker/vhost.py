@@ -339,7 +339,6 @@ class VHost:
         props = BasicProperties(**p.as_dict())
         headers = dict(props.headers or {})
         rks = [msg.routing_key]
-        cc = headers.get("CC")
         deaths = list(headers.get("x-death") or [])
         entry = None
         for i, d in enumerate(deaths):
