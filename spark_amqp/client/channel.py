@@ -557,25 +557,29 @@ class Channel:
         if limit is None or not self._confirming:
             return
         need = min(need, limit)
-        timeout = self.window_timeout
-        deadline = None if timeout is None else _monotonic() + timeout
         with self._cond:
-            self._waiting += 1
-            try:
-                while self._error is None and \
-                        len(self._unconfirmed) - len(self._settled_early) + need > limit:
-                    if deadline is None:
-                        self._cond.wait()
-                        continue
-                    left = deadline - _monotonic()
-                    if left <= 0:
-                        raise ConfirmTimeout(len(self._unconfirmed) - len(self._settled_early),
-                                             timeout)  # type: ignore[arg-type]
-                    self._cond.wait(left)
-            finally:
-                self._waiting -= 1
+            self._wait_in_flight_at_most(limit - need, self.window_timeout)
         if self._error is not None:
             self._raise()
+
+    def _wait_in_flight_at_most(self, limit: int, timeout: float | None) -> None:
+        """Wait until at most ``limit`` publishes are unconfirmed or the channel has an error;
+        raises ConfirmTimeout after ``timeout`` seconds. The caller holds ``_cond``."""
+        deadline = None if timeout is None else _monotonic() + timeout
+        self._waiting += 1
+        try:
+            while self._error is None and \
+                    len(self._unconfirmed) - len(self._settled_early) > limit:
+                if deadline is None:
+                    self._cond.wait()
+                    continue
+                left = deadline - _monotonic()
+                if left <= 0:
+                    raise ConfirmTimeout(len(self._unconfirmed) - len(self._settled_early),
+                                         timeout)  # type: ignore[arg-type]
+                self._cond.wait(left)
+        finally:
+            self._waiting -= 1
 
     def basic_publish(self, body: bytes, exchange: str = "", routing_key: str = "",
                       properties: BasicProperties | None = None, mandatory: bool = False) -> int | None:
@@ -660,21 +664,8 @@ class Channel:
         publish to a missing exchange) if the broker closed the channel, ConnectionLost.
         Calling it without ``confirm_select`` returns an empty result.
         """
-        deadline = None if timeout is None else _monotonic() + timeout
         with self._cond:
-            self._waiting += 1
-            try:
-                while self._error is None and len(self._unconfirmed) - len(self._settled_early) > 0:
-                    if deadline is None:
-                        self._cond.wait()
-                    else:
-                        left = deadline - _monotonic()
-                        if left <= 0:
-                            raise ConfirmTimeout(len(self._unconfirmed) - len(self._settled_early),
-                                                 timeout)  # type: ignore[arg-type]
-                        self._cond.wait(left)
-            finally:
-                self._waiting -= 1
+            self._wait_in_flight_at_most(0, timeout)
             if self._error is not None:
                 self._raise()
             result = ConfirmResult(self._acked, sorted(self._nacked), self._returned)
