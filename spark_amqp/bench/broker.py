@@ -67,10 +67,8 @@ def pika_publish(url: str, q: str, n: int, body: bytes) -> float:
     return n / dt
 
 
-def pika_consume(url: str, q: str, n: int, prefetch: int, ack_every: int) -> float:
-    conn = _pika_conn(url)
-    ch = conn.channel()
-    ch.basic_qos(prefetch_count=prefetch)
+def _acking_callback(n: int, ack_every: int):
+    """A pika on_message that acks every ``ack_every`` deliveries (multiple) and stops after ``n``."""
     state = {"n": 0}
 
     def on_message(chan, method, props, body):
@@ -79,8 +77,14 @@ def pika_consume(url: str, q: str, n: int, prefetch: int, ack_every: int) -> flo
             chan.basic_ack(method.delivery_tag, multiple=True)
         if state["n"] >= n:
             chan.stop_consuming()
+    return on_message
 
-    ch.basic_consume(q, on_message)
+
+def pika_consume(url: str, q: str, n: int, prefetch: int, ack_every: int) -> float:
+    conn = _pika_conn(url)
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    ch.basic_consume(q, _acking_callback(n, ack_every))
     t0 = time.perf_counter()
     ch.start_consuming()
     dt = time.perf_counter() - t0
@@ -92,16 +96,7 @@ def pika_end_to_end(url: str, q: str, n: int, body: bytes, prefetch: int, ack_ev
     conn = _pika_conn(url)
     ch = conn.channel()
     ch.basic_qos(prefetch_count=prefetch)
-    state = {"n": 0}
-
-    def on_message(chan, method, props, b):
-        state["n"] += 1
-        if state["n"] % ack_every == 0 or state["n"] == n:
-            chan.basic_ack(method.delivery_tag, multiple=True)
-        if state["n"] >= n:
-            chan.stop_consuming()
-
-    ch.basic_consume(q, on_message)
+    ch.basic_consume(q, _acking_callback(n, ack_every))
 
     def publisher():
         pc = _pika_conn(url)
