@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ..protocol.values import decode_table, encode_table
 
-__all__ = ["Store", "MemoryStore", "SqliteStore"]
+__all__ = ["MemoryStore", "SqliteStore"]
 
 log = logging.getLogger("spark_amqp.broker.store")
 

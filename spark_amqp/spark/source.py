@@ -27,7 +27,6 @@ replays at most that batch (as redeliveries).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
