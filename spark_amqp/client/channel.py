@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..protocol import BasicProperties, encode_message, encode_method, spec
 from ..protocol.connection import error_from_close
 from ..protocol.errors import AMQPError, error_for_code
-from .errors import ChannelClosed, ConfirmTimeout, ConnectionClosed, PublishNacked, copy_error
+from .errors import (ChannelClosed, ConfirmTimeout, ConnectionClosed, ConnectionLost,
+                     PublishNacked, copy_error)
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -282,15 +283,29 @@ class Channel:
                     self._raise()
                 raise
             responses = method.responses
+            timeout = self._conn.params.rpc_timeout
+            deadline = None if timeout is None else _monotonic() + timeout
             with self._cond:
                 self._waiting += 1
                 try:
                     while self._reply is None and self._error is None:
-                        self._cond.wait()
+                        if deadline is None:
+                            self._cond.wait()
+                            continue
+                        left = deadline - _monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
                 finally:
                     self._waiting -= 1
                 reply = self._reply
                 self._reply = None
+            if reply is None and self._error is None:
+                # No answer in time: the channel's state is unknown (the reply may still
+                # come), so the whole connection is dropped rather than reused.
+                self._conn._lost(ConnectionLost(
+                    f"no reply to {method.NAME} on channel {self.channel_number} within "
+                    f"{timeout} s (rpc_timeout); the connection was dropped"))
             if reply is None:
                 self._raise()
             if responses and type(reply) not in responses and not isinstance(reply, Delivery):

@@ -61,7 +61,11 @@ class ConnectionParameters:
         verify (``"verify_peer"`` | ``"verify_none"``), server_name_indication (str or None),
         ssl_context (a ready :class:`ssl.SSLContext`, overrides the file options),
         client_properties (dict merged into the ``connection.start-ok`` client properties;
-        ``connection_name`` shows in RabbitMQ's management UI).
+        ``connection_name`` shows in RabbitMQ's management UI), rpc_timeout (float seconds or
+        None = wait as long as the connection lives: how long a synchronous method such as
+        ``queue.declare`` or ``basic.consume`` waits for its reply before the connection is
+        dropped with ``ConnectionLost``; not part of RabbitMQ's URI spec, so only settable as a
+        ``connect()`` keyword).
     """
 
     host: str = "127.0.0.1"
@@ -82,12 +86,15 @@ class ConnectionParameters:
     server_name_indication: str | None = None
     ssl_context: Any = None
     client_properties: dict = dataclasses.field(default_factory=dict)
+    rpc_timeout: float | None = None
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Check ranges; raises ``ValueError`` naming the bad parameter."""
+        if self.rpc_timeout is not None and not float(self.rpc_timeout) > 0:
+            raise ValueError(f"rpc_timeout must be > 0 seconds or None, got {self.rpc_timeout}")
         if not (0 < int(self.port) < 65536):
             raise ValueError(f"port must be 1-65535, got {self.port}")
         if self.heartbeat is not None and not (0 <= int(self.heartbeat) <= 65535):

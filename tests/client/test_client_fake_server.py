@@ -429,6 +429,35 @@ def test_socket_reset_mid_rpc_is_connection_lost():
         conn.close()
 
 
+def test_rpc_timeout_drops_a_connection_whose_broker_never_answers():
+    """A live broker that keeps the socket open but never answers queue.declare: with
+    ``rpc_timeout`` the call raises ConnectionLost naming the method and the connection is
+    dropped (not reused with an unknown channel state); without it the caller would hang."""
+    def script(side):
+        side.handshake()
+        _open_channel(side)
+        side.recv_method()          # queue.declare: never answered
+        side.answer_close(10)
+
+    with FakeServer(script) as srv:
+        conn = connect(srv.url, rpc_timeout=0.5)
+        ch = conn.channel()
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionLost, match=r"queue\.declare.*0\.5 s \(rpc_timeout\)"):
+            ch.queue_declare("q")
+        assert 0.4 < time.monotonic() - t0 < 5
+        assert not conn.is_open
+        with pytest.raises(ConnectionLost):
+            conn.channel()
+        conn.close()
+    assert _no_io_threads_left()
+
+
+def test_rpc_timeout_must_be_positive():
+    with pytest.raises(ValueError, match="rpc_timeout"):
+        connect("amqp://127.0.0.1:1/", rpc_timeout=0)
+
+
 def test_tls_large_message_and_heartbeat_timeout(tls_files):
     """1 MiB over TLS (many records and frames), then the server goes silent: dead-peer
     detection must work through the TLS transport too."""
