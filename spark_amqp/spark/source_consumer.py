@@ -22,6 +22,12 @@ __all__ = ["DriverConsumer", "QueueMissing", "ConsumerCancelled"]
 
 log = logging.getLogger("spark_amqp.spark.source")
 
+#: seconds a synchronous method (queue.declare, basic.qos, basic.consume, ...) may wait for its
+#: reply before the connection is dropped (``ConnectionLost``) and the reader reconnects with
+#: backoff. Heartbeats only detect a dead peer; a live broker that never answers (or answers
+#: only after requeueing a crashed consumer's deliveries) would otherwise stall the query.
+RPC_TIMEOUT = 60.0
+
 
 class QueueMissing(RuntimeError):
     """A source queue does not exist (passive queue.declare answered 404 NOT_FOUND)."""
@@ -59,7 +65,7 @@ class DriverConsumer:
         from spark_amqp.protocol.errors import NotFound
 
         o = self.options
-        self.conn = connect(o.uri, **o.client_kwargs())
+        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **o.client_kwargs())
         try:
             for q in o.queues:
                 ch = self.conn.channel()
