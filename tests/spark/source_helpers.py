@@ -147,6 +147,41 @@ def start_runner(*args: str, log_path: Path) -> subprocess.Popen:
                             start_new_session=True, cwd=str(ROOT))
 
 
+def dump_group_stacks(p: subprocess.Popen) -> str:
+    """Stacks of every process of the runner's process group, for a test that timed out: the
+    Python ones with ``py-spy dump`` (all threads), the JVM with ``jstack``. Best effort: a tool
+    that is missing or refused (ptrace) is reported in the text instead."""
+    import shutil
+
+    out = []
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()
+                and os.getpgid(int(d)) == p.pid]
+    except (OSError, ProcessLookupError):
+        pids = []
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    for pid in sorted(pids):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+        except OSError:
+            continue
+        tool = ([pyspy, "dump", "--pid", str(pid)] if "python" in cmd
+                else ["jstack", str(pid)] if "java" in cmd else None)
+        if tool is None:
+            continue
+        try:
+            r = subprocess.run(tool, capture_output=True, text=True, timeout=60)
+            text = r.stdout + r.stderr
+        except (OSError, subprocess.TimeoutExpired) as e:
+            text = f"({tool[0]} failed: {e})"
+        if "java" in cmd:   # keep the threads that matter: the stream execution and Python I/O
+            blocks = text.split("\n\n")
+            text = "\n\n".join(b for b in blocks if "stream execution" in b
+                               or "python" in b.lower() or "MicroBatch" in b)
+        out.append(f"===== pid {pid}: {cmd}\n{text}")
+    return "\n".join(out)
+
+
 def kill_group(p: subprocess.Popen) -> None:
     """SIGKILL the runner and everything it started (JVM, Python workers)."""
     try:

@@ -6,12 +6,13 @@ empty, and duplicates are counted and reported (expected: at most one batch per 
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 
 import pytest
 
-from source_helpers import (declare, delete, fast_publish, kill_group, message_count,
-                            start_runner, wait_until)
+from source_helpers import (declare, delete, dump_group_stacks, fast_publish, kill_group,
+                            message_count, start_runner, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -34,8 +35,12 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
             p = start_runner(broker_url, q, str(ck), str(out), str(markers), "0 seconds", *opts,
                              log_path=tmp_path / "runner.log")
             try:
-                wait_until(lambda: p.poll() is not None or any(markers.glob("batch-*")), 180,
-                           what=f"a batch in run {run}")
+                try:
+                    wait_until(lambda: p.poll() is not None or any(markers.glob("batch-*")), 180,
+                               what=f"a batch in run {run}")
+                except AssertionError as e:
+                    raise AssertionError(f"{e}\n{dump_group_stacks(p)}\n----- runner.log tail\n"
+                                         f"{(tmp_path / 'runner.log').read_text()[-3000:]}") from e
                 assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
                 time.sleep(rnd.uniform(0.0, 3.0))      # a random point: mid-batch or between
             finally:
@@ -44,7 +49,12 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
         p = start_runner(broker_url, q, str(ck), str(out), str(markers), "availableNow", *opts,
                          log_path=tmp_path / "runner.log")
         try:
-            assert p.wait(timeout=300) == 0, (tmp_path / "runner.log").read_text()[-3000:]
+            try:
+                rc = p.wait(timeout=300)
+            except subprocess.TimeoutExpired as e:
+                raise AssertionError(f"the AvailableNow run did not finish in 300 s\n"
+                                     f"{dump_group_stacks(p)}") from e
+            assert rc == 0, (tmp_path / "runner.log").read_text()[-3000:]
         finally:
             kill_group(p)
         assert (markers / "done").exists()
