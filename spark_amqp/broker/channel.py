@@ -359,6 +359,16 @@ class Channel:
             return self.last_queue
         return name
 
+    def _queue_to_read(self, method, cid: int, mid: int) -> Queue:
+        """The queue named by ``method.queue`` ("" = the channel's last declared one) for
+        basic.get / queue.purge: 404 NOT_FOUND when it does not exist (or 405 when another
+        connection holds it exclusively), 403 ACCESS_REFUSED without read permission on it
+        (RabbitMQ access-control.html: consume, get and purge need "read")."""
+        name = self._queue_name(method.queue, cid, mid)
+        q = self.vhost.get_queue(name, self.conn, cid, mid)
+        self.conn.check_perm("read", "queue", name, cid, mid)
+        return q
+
     def _reply_queue(self, no_ack: bool, cid: int, mid: int) -> Queue:
         """Direct reply-to (rabbitmq.com/direct-reply-to.html): a private, unlisted queue named
         ``amq.rabbitmq.reply-to.<token>`` that the default exchange routes to."""
@@ -423,10 +433,7 @@ class Channel:
             self.send(spec.Basic.Cancel(consumer_tag=c.tag, no_wait=True))
 
     def on_get(self, method) -> None:
-        cid, mid = 60, 70
-        name = self._queue_name(method.queue, cid, mid)
-        q = self.vhost.get_queue(name, self.conn, cid, mid)
-        self.conn.check_perm("read", "queue", name, cid, mid)
+        q = self._queue_to_read(method, 60, 70)
         m = q.get()
         if m is None:
             self.send(spec.Basic.GetEmpty())
@@ -587,10 +594,7 @@ class Channel:
         self.send(spec.Queue.UnbindOk())
 
     def on_queue_purge(self, method) -> None:
-        cid, mid = 50, 30
-        name = self._queue_name(method.queue, cid, mid)
-        q = self.vhost.get_queue(name, self.conn, cid, mid)
-        self.conn.check_perm("read", "queue", name, cid, mid)
+        q = self._queue_to_read(method, 50, 30)
         n = q.purge()
         if not method.no_wait:
             self.send(spec.Queue.PurgeOk(message_count=n))
