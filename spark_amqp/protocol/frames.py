@@ -21,7 +21,7 @@ import struct
 from typing import Any, Iterable
 
 from .errors import AMQPError, ChannelErrorCode, CommandInvalid, FrameError, UnexpectedFrame
-from .properties import BasicProperties, decode_properties
+from .properties import _DECODERS, BasicProperties, decode_properties, properties_decoder
 from .spec import METHODS, Method
 
 __all__ = [
@@ -54,7 +54,7 @@ _frame_hdr_unpack = _FRAME_HDR.unpack_from
 _METHOD_HEAD = _FRAME_HDR.pack
 _END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
 _END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
-_HEADER_AT = struct.Struct(">BHIHHQ").unpack_from     # header frame: type..body-size
+_HEADER_AT = struct.Struct(">BHIHHQH").unpack_from    # header frame: type..property flags
 _END_BODY_AT = struct.Struct(">BBHI").unpack_from     # frame-end + body frame header
 
 
@@ -349,6 +349,7 @@ class Decoder:
         fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending
         new = _new
+        decoders = _DECODERS
         while n - pos >= 7:
             ftype, channel, size = _frame_hdr_unpack(buf, pos)
             end = pos + 7 + size
@@ -384,12 +385,12 @@ class Decoder:
                 # same channel, well formed: decode them here without per-channel state.
                 # Anything unusual falls through to the general frame-by-frame path below.
                 if n - pos >= 21:
-                    htype, hch, hsize, class_id, weight, body_size = _HEADER_AT(buf, pos)
+                    htype, hch, hsize, class_id, weight, body_size, flags = _HEADER_AT(buf, pos)
                     hend = pos + 7 + hsize
                     if (htype == 2 and hch == channel and hend < n and class_id == cls.CLASS_ID
                             and 14 <= hsize <= fmax8 and not weight and buf[hend] == 206
                             and body_size <= self.max_body_size):
-                        props = decode_properties(buf, pos + 19, hend)
+                        props = (decoders.get(flags) or properties_decoder(flags))(buf, pos + 19, hend)
                         pos = hend + 1
                         ev = new(ContentMessage)
                         ev.channel = channel
