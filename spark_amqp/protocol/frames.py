@@ -43,15 +43,11 @@ HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 DEFAULT_MAX_BODY_SIZE = 512 * 1024 * 1024  # RabbitMQ's max_message_size ceiling (512 MiB)
 
 _FRAME_HDR = struct.Struct(">BHI")
-_HDR_PREFIX = struct.Struct(">BHIHHQ")  # frame header + class-id, weight, body-size
 _HDR_FIELDS = struct.Struct(">HHQ")
-_METHOD_IDS = struct.Struct(">HH")
-_I_METHOD_IDS = struct.Struct(">I")
-_u32_at = _I_METHOD_IDS.unpack_from
 _new = object.__new__
 _frame_hdr_pack = _FRAME_HDR.pack
 _frame_hdr_unpack = _FRAME_HDR.unpack_from
-_METHOD_HEAD = _FRAME_HDR.pack
+_frame_ids_unpack = struct.Struct(">BHII").unpack_from  # frame header + method index
 _END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
 _END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
 _HEADER_AT = struct.Struct(">BHIHHQH").unpack_from    # header frame: type..property flags
@@ -192,8 +188,8 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     if not blen:
         return b"".join((*method.frame_parts(channel), mid, props, FRAME_END_BYTE))
     if not frame_max or blen <= frame_max - 8:
-        return b"".join((*method.frame_parts(channel), mid, props,
-                         _END_BODY_HEAD(0xCE, 3, channel, blen), body, FRAME_END_BYTE))
+        return method.message_bytes(channel, mid, props, _END_BODY_HEAD(0xCE, 3, channel, blen),
+                                    body)
     chunk = frame_max - 8
     if chunk <= 0:
         raise ValueError(f"frame_max {frame_max} leaves no room for a body")
@@ -351,7 +347,10 @@ class Decoder:
         new = _new
         decoders = _DECODERS
         while n - pos >= 7:
-            ftype, channel, size = _frame_hdr_unpack(buf, pos)
+            if n - pos >= 11:  # header and (for a method frame) its class and method ids
+                ftype, channel, size, index = _frame_ids_unpack(buf, pos)
+            else:  # too short for a whole method frame: `end >= n` or `size < 4` below
+                ftype, channel, size = _frame_hdr_unpack(buf, pos)
             end = pos + 7 + size
             if size > fmax8:
                 raise FrameError(f"frame of {size + 8} bytes on channel {channel} exceeds frame-max {fmax8 + 8}")
@@ -367,9 +366,8 @@ class Decoder:
                     raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
                 if pending and channel in pending:
                     raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
-                cls = METHODS.get(_u32_at(buf, start)[0])
+                cls = METHODS.get(index)
                 if cls is None:
-                    index = _u32_at(buf, start)[0]
                     raise CommandInvalid(f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
                                          index >> 16, index & 0xFFFF)
                 method = cls.decode(buf, start + 4, end)

@@ -162,8 +162,8 @@ def _generate() -> tuple[str, dict]:
                 enc.append("                parts[ti] = _u32(size)")
                 enc.append("            else:")
                 enc.append("                parts.append(b'\\x00\\x00\\x00\\x00')")
-            elif t == "octet":
-                enc.append("            parts.append(_U8(v))")
+            elif t == "octet":  # (a negative v: struct.error from _U8; over 255: IndexError)
+                enc.append("            parts.append(_B[v] if v >= 0 else _U8(v))")
             else:  # timestamp
                 enc.append("            parts.append(_U64(v))")
     enc += ["    except (struct.error, IndexError, TypeError, OverflowError, AttributeError) as exc:",

@@ -74,6 +74,14 @@ class Method:
         (``b"".join(parts) + b"\\xce"`` is the frame). Raises AMQPSyntaxError like encode."""
         raise NotImplementedError
 
+    def message_bytes(self, channel: int, mid: bytes, props: bytes, bhead: bytes,
+                      body: bytes) -> bytes:  # pragma: no cover - replaced per class
+        """``b"".join((*self.frame_parts(channel), mid, props, bhead, body, b"\\xce"))`` in
+        one join: the frames of a content message whose body fits one frame (``mid`` packs
+        the method's frame-end with the content header's frame header, ``bhead`` the header's
+        frame-end with the body's frame header). Raises AMQPSyntaxError like encode."""
+        raise NotImplementedError
+
     @classmethod
     def decode(cls, buf: bytes, off: int, end: int) -> "Method":  # pragma: no cover
         raise NotImplementedError
@@ -295,20 +303,26 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
     head = (f"_h(1, channel, {size}, {class_id}, {method_id}"
             + "".join(", " + a for a in (first_fixed[1] if first_fixed else [])) + ")")
     fparts = [head] + enc_parts[1:]
+    tail = "mid, props, bhead, body, b'\\xce'"
     if not pyfields:
         enc = ["def encode(self):", "    return _PREFIX", "",
-               "def frame_parts(self, channel):", f"    return ({head},)"]
+               "def frame_parts(self, channel):", f"    return ({head},)", "",
+               "def message_bytes(self, channel, mid, props, bhead, body):",
+               f"    return b''.join(({head}, {tail}))"]
     else:
         enc = ["def encode(self):", "    try:"]
         enc += ["    " + line for line in enc_pre]
         enc.append(f"        return b''.join(({', '.join(enc_parts)},))")
         enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
         enc.append("        raise _explain(self, exc) from exc")
-        enc += ["", "def frame_parts(self, channel):", "    try:"]
-        enc += ["    " + line for line in enc_pre]
-        enc.append(f"        return ({', '.join(fparts)},)")
-        enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
-        enc.append("        raise _explain(self, exc) from exc")
+        for sig, ret in (("frame_parts(self, channel)", f"({', '.join(fparts)},)"),
+                         ("message_bytes(self, channel, mid, props, bhead, body)",
+                          f"b''.join(({', '.join(fparts)}, {tail}))")):
+            enc += ["", f"def {sig}:", "    try:"]
+            enc += ["    " + line for line in enc_pre]
+            enc.append(f"        return {ret}")
+            enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
+            enc.append("        raise _explain(self, exc) from exc")
     if len(dec) == 2:
         dec.append("        pass")
     dec.append("    except (struct.error, IndexError) as exc:")
@@ -331,6 +345,7 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
         "__init__": ns["__init__"],
         "encode": ns["encode"],
         "frame_parts": ns["frame_parts"],
+        "message_bytes": ns["message_bytes"],
         "decode": classmethod(ns["decode"]),
         "CLASS_ID": class_id,
         "METHOD_ID": method_id,

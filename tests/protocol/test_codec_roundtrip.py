@@ -70,6 +70,10 @@ def test_every_method_round_trips(cls):
         assert again == method and hash(again) == hash(method)
         assert method.NAME in repr(method)
         assert set(method.as_dict()) == set(cls.fields)
+        # the one-join form of a message's frames is the method frame + the given parts
+        mid, raw_props, bhead = b"<mid>", b"<props>", b"<bhead>"
+        assert (method.message_bytes(channel, mid, raw_props, bhead, body)
+                == b"".join((*method.frame_parts(channel), mid, raw_props, bhead, body, b"\xce")))
     check()
 
 
