@@ -245,8 +245,10 @@ class Decoder:
     the same :meth:`feed` call are attached to the exception as ``exc.events``.
 
     Speed: a content method whose header and (single) body frame are already buffered is
-    assembled in place, without per-channel state; other sequences (bodies split over frames,
-    content interleaved across channels, frames arriving in pieces) take the general path.
+    assembled in place, without per-channel state, its properties decoded by the decoder
+    generated for the header's property-flags word (:func:`.properties.properties_decoder`);
+    other sequences (bodies split over frames, content interleaved across channels, frames
+    arriving in pieces) take the general path.
     """
 
     __slots__ = ("_chunks", "_buffered", "_need", "frame_max", "_pending", "_header_done",
