@@ -21,7 +21,8 @@ import struct
 from typing import Any, Iterable
 
 from .errors import AMQPError, ChannelErrorCode, CommandInvalid, FrameError, UnexpectedFrame
-from .properties import _DECODERS, BasicProperties, decode_properties, properties_decoder
+from .properties import (_DECODERS, SPEEDUPS, BasicProperties, decode_properties,
+                         properties_decoder)
 from .spec import METHODS, Method
 
 __all__ = [
@@ -110,6 +111,18 @@ class Heartbeat:
 
 
 _HEARTBEAT = Heartbeat()  # immutable: one shared instance
+
+
+def _content_fast(speedups):
+    """The compiled fast path of :meth:`Decoder._parse` for a content header and body
+    (``_speedups.content_after_method``), or ``None`` for pure Python."""
+    if speedups is None:
+        return None
+    speedups.setup_frames(ContentMessage)
+    return speedups.content_after_method
+
+
+_CONTENT_FAST = _content_fast(SPEEDUPS)
 
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
@@ -348,6 +361,7 @@ class Decoder:
         pending = self._pending
         new = _new
         decoders = _DECODERS
+        content_fast = _CONTENT_FAST
         while n - pos >= 7:
             if n - pos >= 11:  # header and (for a method frame) its class and method ids
                 ftype, channel, size, index = _frame_ids_unpack(buf, pos)
@@ -385,6 +399,13 @@ class Decoder:
                 # same channel, well formed: decode them here without per-channel state.
                 # Anything unusual falls through to the general frame-by-frame path below.
                 if n - pos >= 21:
+                    if content_fast is not None:  # the compiled fast path (same checks)
+                        r = content_fast(buf, pos, n, channel, method, cls.CLASS_ID, fmax8,
+                                         self.max_body_size)
+                        if r is not None:
+                            ev, pos = r
+                            append(ev)
+                            continue
                     htype, hch, hsize, class_id, weight, body_size, flags = _HEADER_AT(buf, pos)
                     hend = pos + 7 + hsize
                     if (htype == 2 and hch == channel and hend < n and class_id == cls.CLASS_ID

@@ -26,6 +26,7 @@ cluster_id         shortstr    2    str (reserved in 0-9-1, "must be empty")
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Any
 
@@ -237,13 +238,45 @@ class BasicProperties:
 
 _NS["BasicProperties"] = BasicProperties
 _NS["_new"] = object.__new__
-decode_properties = _NS["decode_properties"]
-decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
+py_decode_properties = decode_properties = _NS["decode_properties"]
+py_decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
 
 Returns a :class:`BasicProperties`. Raises FrameError (501) on truncation, unknown flag bits
 or trailing bytes, AMQPSyntaxError (502) on invalid UTF-8.
 """
+py_encode = BasicProperties.encode
 EMPTY_PROPERTIES_BYTES = b"\x00\x00"
+
+
+def _load_speedups(pure: str | None):
+    """The compiled fast paths (``_speedups``, built by ``setup.py`` with Cython), or
+    ``None`` when ``pure`` (the ``SPARK_AMQP_PURE_PYTHON`` environment variable) is ``"1"``
+    or the module was not built. They give the results and errors of the pure-Python code."""
+    if pure == "1":
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    _speedups.setup(BasicProperties, py_decode_properties, py_encode, _values._decode_value,
+                    _values._encode_value)
+    return _speedups
+
+
+def _install(speedups) -> None:
+    """Make :func:`decode_properties` and ``BasicProperties.encode`` the compiled ones of
+    ``speedups``, or the pure-Python ones when it is ``None``."""
+    global decode_properties
+    if speedups is None:
+        decode_properties = py_decode_properties
+        BasicProperties.encode = py_encode
+    else:
+        decode_properties = speedups.decode_properties
+        BasicProperties.encode = speedups.encode_properties
+
+
+SPEEDUPS = _load_speedups(os.environ.get("SPARK_AMQP_PURE_PYTHON"))
+_install(SPEEDUPS)
 
 _DECODERS: dict[int, Any] = {}  # first property-flags word -> its decoder
 _MAX_DECODERS = 256  # bounds the code generated for a peer that varies its flags
@@ -256,12 +289,14 @@ def properties_decoder(flags: int):
     (``(buf, off, end) -> BasicProperties``, ``off`` at the flags word). For a word without
     continuation (bits 0 and 1 clear) it is generated for exactly the properties present,
     so no other flag bit is tested per message; it is kept for the next header with the same
-    flags (the code, never a decoded value). Other words, and any word once
-    ``_MAX_DECODERS`` decoders exist, get the general :func:`decode_properties`.
+    flags (the code, never a decoded value). Other words, any word once ``_MAX_DECODERS``
+    decoders exist, and every word when the compiled fast paths are in use
+    (:data:`SPEEDUPS`), get the general :func:`decode_properties`.
     """
     if len(_DECODERS) >= _MAX_DECODERS:
         return decode_properties
-    fn = _DECODERS[flags] = decode_properties if flags & 3 else _specialised(flags)
+    general = flags & 3 or SPEEDUPS is not None
+    fn = _DECODERS[flags] = decode_properties if general else _specialised(flags)
     return fn
 
 

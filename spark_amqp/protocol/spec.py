@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from . import values as _values
 from .errors import AMQPSyntaxError, FrameError
+from .properties import SPEEDUPS
 
 __all__ = ["Method", "METHODS", "CLASSES", "CLASS_IDS", "method_class", "SPEC_TABLE_PATH"]
 
@@ -429,6 +430,26 @@ Queue = _CLASSES["queue"]
 Basic = _CLASSES["basic"]
 Confirm = _CLASSES["confirm"]
 Tx = _CLASSES["tx"]
+
+
+_WIRE_CODES = {"bit": 0, "octet": 1, "short": 2, "long": 3, "longlong": 4, "timestamp": 4,
+               "shortstr": 5, "longstr": 6, "table": 7}
+
+
+def _install_decoders(speedups) -> None:
+    """Make every method class's ``decode`` the compiled one of ``speedups`` (the same
+    results and errors, see ``_speedups.pyx``), or the generated pure-Python one when it is
+    ``None``. The pure-Python one stays as ``_py_decode``, the compiled one's fallback."""
+    for cls in METHODS.values():
+        if "_py_decode" not in cls.__dict__:
+            cls._py_decode = cls.__dict__["decode"]
+            cls._wire = tuple(_WIRE_CODES[t] for t in cls.field_types)
+        cls.decode = cls._py_decode if speedups is None else classmethod(speedups.decode_method)
+    if speedups is not None:
+        speedups.setup_methods(_values._decode_table_at)
+
+
+_install_decoders(SPEEDUPS)
 
 
 def method_class(class_id: int, method_id: int) -> type:

@@ -191,8 +191,10 @@ def test_random_properties_round_trip(p):
 
 def test_per_flags_decoders_match_the_general_decoder(monkeypatch):
     """The decoders generated per property-flags word decode what the general one does:
-    no property, each one alone, each pair, and all 14."""
+    no property, each one alone, each pair, and all 14 (pure Python: with the compiled fast
+    paths in use every word gets the general decoder)."""
     monkeypatch.setattr(properties_module, "_DECODERS", {})
+    monkeypatch.setattr(properties_module, "SPEEDUPS", None)
     sample = {"shortstr": "vé", "octet": 2, "timestamp": 1_700_000_000,
               "table": {"k": "v", "n": -5, "f": 1.5}}
     names = [n for n, _ in PROPERTIES]
@@ -212,11 +214,16 @@ def test_per_flags_decoders_are_bounded(monkeypatch):
     """Continuation words use the general decoder; so does every word once the bound on
     generated decoders is reached (a peer cycling through flags cannot grow it)."""
     monkeypatch.setattr(properties_module, "_DECODERS", {})
+    monkeypatch.setattr(properties_module, "SPEEDUPS", None)
     monkeypatch.setattr(properties_module, "_MAX_DECODERS", 2)
     assert properties_decoder(0x1001) is decode_properties
     assert properties_decoder(0x8000) is not decode_properties
     assert properties_decoder(0x4000) is decode_properties  # bound reached
     assert sorted(properties_module._DECODERS) == [0x1001, 0x8000]
+    monkeypatch.setattr(properties_module, "SPEEDUPS", object())  # compiled: general only
+    assert properties_decoder(0x1000) is decode_properties
+    monkeypatch.setattr(properties_module, "_MAX_DECODERS", 4)
+    assert properties_decoder(0x2000) is decode_properties
     # the decoder uses them for content headers as well
     wire = encode_message(1, spec.Basic.Publish(), BasicProperties(delivery_mode=2), b"b")
     assert Decoder().feed(wire)[0].properties == BasicProperties(delivery_mode=2)
