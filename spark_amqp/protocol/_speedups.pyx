@@ -399,7 +399,7 @@ def setup_frames(content_message):
 
 
 def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, method,
-                         unsigned int class_id, Py_ssize_t fmax8, Py_ssize_t max_body):
+                         unsigned int class_id, fmax8_limit, max_body_limit):
     """The decoder's fast path for a content method's header and body, compiled.
 
     ``buf[pos:n]`` follows the method frame of ``method`` (class ``class_id``) on
@@ -408,7 +408,13 @@ def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, m
     after them)``; otherwise ``None`` and the pure-Python path decides (the same checks as
     ``Decoder._parse``'s fast path; the properties decoder raises its typed errors).
     """
+    cdef Py_ssize_t fmax8, max_body
     if n - pos < 21 or pos < 0 or n > PyBytes_GET_SIZE(buf):
+        return None
+    try:  # limits beyond a C integer (or not integers): the pure-Python path decides
+        fmax8 = fmax8_limit
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
         return None
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
     cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, pos + 3)
@@ -417,7 +423,7 @@ def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, m
     if (p[pos] != 2 or ((<int>p[pos + 1] << 8) | p[pos + 2]) != channel or hend >= n
             or ((<unsigned int>p[pos + 7] << 8) | p[pos + 8]) != class_id
             or hsize < 14 or hsize > fmax8 or p[pos + 9] or p[pos + 10] or p[hend] != 206
-            or body_size > <unsigned long long>max_body):
+            or max_body < 0 or body_size > <unsigned long long>max_body):
         return None
     cdef Py_ssize_t bend, blen = <Py_ssize_t>body_size
     if blen:

@@ -205,3 +205,35 @@ def test_mutated_messages_same_events_or_same_error_as_pure_python(method, chann
         props_module._DECODERS.clear()
         frames_module.decode_properties = props_module.decode_properties
     assert compiled == pure
+
+
+@pytest.mark.parametrize("kw", [{"max_body_size": 2**70}, {"frame_max": 2**70},
+                                {"max_body_size": -1}, {"max_body_size": 3}, {"frame_max": 0}])
+def test_decoder_limits_of_any_size(kw):
+    """Limits that do not fit a C integer or reject the body give what pure Python gives."""
+    wire = encode_message(1, spec.Basic.Publish(), BasicProperties(delivery_mode=2), b"body")
+
+    def feed():
+        return Decoder(**kw).feed(wire)
+
+    compiled = outcome(feed)
+    saved = frames_module._CONTENT_FAST
+    try:
+        frames_module._CONTENT_FAST = None
+        assert outcome(feed) == compiled
+    finally:
+        frames_module._CONTENT_FAST = saved
+    if "max_body_size" in kw and kw["max_body_size"] < 4:
+        assert compiled[1] == 501  # FRAME_ERROR: body over the limit
+    else:
+        assert compiled[0] == "ok"
+
+
+@pytest.mark.parametrize("body", [b"", b"x" * 100])
+def test_pure_python_fast_path_with_and_without_a_body(monkeypatch, body):
+    """The pure-Python content fast path of Decoder._parse, whichever implementation is built."""
+    monkeypatch.setattr(frames_module, "_CONTENT_FAST", None)
+    p = BasicProperties(content_type="t", headers={"a": 1})
+    m = spec.Basic.Deliver("c", 7, True, "e", "r")
+    wire = encode_message(3, m, p, body) * 2
+    assert Decoder().feed(wire) == [ContentMessage(3, m, p, body)] * 2
