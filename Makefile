@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv demo test bench clean
 
-$(VENV)/.installed: pyproject.toml
+# setup.py compiles the codec's optional fast paths (spark_amqp/protocol/_speedups.pyx, Cython)
+$(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,examples,broker]'
@@ -18,9 +19,11 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests
+	# the codec once more in pure Python (the run above uses the compiled fast paths when built)
+	SPARK_AMQP_PURE_PYTHON=1 SPARK_AMQP_REQUIRE_SPEEDUPS= $(PY) -m pytest -q -p no:cacheprovider tests/protocol
 
 bench: venv
 	$(PY) -m spark_amqp.bench all
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info spark_amqp/protocol/_speedups.c spark_amqp/protocol/_speedups.*.so

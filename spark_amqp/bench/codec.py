@@ -21,6 +21,9 @@ header table values, the body). Ours: ``Decoder.feed(one message's bytes)`` → 
 frames are out (the way pika's connection consumes its buffer). A second "ours" decode row
 feeds 64 KiB socket-sized reads holding many messages, as the client and broker do.
 
+The codec's compiled fast paths are used when built (``make venv`` builds them);
+``SPARK_AMQP_PURE_PYTHON=1`` measures the pure-Python code.
+
 Figures are messages per CPU-second of the benchmarking thread (``time.thread_time``; robust
 against other load on the machine), best of ``--repeat`` alternating runs of ``--seconds``.
 """
@@ -36,7 +39,7 @@ import pika
 import pika.frame
 import pika.spec
 
-from spark_amqp.protocol import BasicProperties, Decoder, encode_message, spec
+from spark_amqp.protocol import BasicProperties, Decoder, encode_message, properties, spec
 
 BODY = bytes(range(200))
 HEADERS = {"x-source": "bench", "x-attempt": 3}
@@ -203,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"spark-amqp codec vs pika {pika.__version__} — Python {platform.python_version()} "
           f"({platform.python_implementation()}), {platform.machine()}")
+    print("spark-amqp codec: " + ("compiled fast paths (spark_amqp/protocol/_speedups)"
+                                  if properties.SPEEDUPS is not None else
+                                  "pure Python (SPARK_AMQP_PURE_PYTHON=1 or _speedups not built)"))
     print(f"message: {len(pub_wire)} bytes on the wire (publish), {len(del_wire)} (deliver); "
           f"200-byte body, content-type + delivery-mode 2 + 2 headers")
     print()

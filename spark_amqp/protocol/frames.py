@@ -21,7 +21,8 @@ import struct
 from typing import Any, Iterable
 
 from .errors import AMQPError, ChannelErrorCode, CommandInvalid, FrameError, UnexpectedFrame
-from .properties import BasicProperties, decode_properties
+from .properties import (_DECODERS, SPEEDUPS, BasicProperties, decode_properties,
+                         properties_decoder)
 from .spec import METHODS, Method
 
 __all__ = [
@@ -43,18 +44,14 @@ HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 DEFAULT_MAX_BODY_SIZE = 512 * 1024 * 1024  # RabbitMQ's max_message_size ceiling (512 MiB)
 
 _FRAME_HDR = struct.Struct(">BHI")
-_HDR_PREFIX = struct.Struct(">BHIHHQ")  # frame header + class-id, weight, body-size
 _HDR_FIELDS = struct.Struct(">HHQ")
-_METHOD_IDS = struct.Struct(">HH")
-_I_METHOD_IDS = struct.Struct(">I")
-_u32_at = _I_METHOD_IDS.unpack_from
 _new = object.__new__
 _frame_hdr_pack = _FRAME_HDR.pack
 _frame_hdr_unpack = _FRAME_HDR.unpack_from
-_METHOD_HEAD = _FRAME_HDR.pack
+_frame_ids_unpack = struct.Struct(">BHII").unpack_from  # frame header + method index
 _END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
 _END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
-_HEADER_AT = struct.Struct(">BHIHHQ").unpack_from     # header frame: type..body-size
+_HEADER_AT = struct.Struct(">BHIHHQH").unpack_from    # header frame: type..property flags
 _END_BODY_AT = struct.Struct(">BBHI").unpack_from     # frame-end + body frame header
 
 
@@ -114,6 +111,18 @@ class Heartbeat:
 
 
 _HEARTBEAT = Heartbeat()  # immutable: one shared instance
+
+
+def _content_fast(speedups):
+    """The compiled fast path of :meth:`Decoder._parse` for a content header and body
+    (``_speedups.content_after_method``), or ``None`` for pure Python."""
+    if speedups is None:
+        return None
+    speedups.setup_frames(ContentMessage)
+    return speedups.content_after_method
+
+
+_CONTENT_FAST = _content_fast(SPEEDUPS)
 
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
@@ -192,8 +201,8 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     if not blen:
         return b"".join((*method.frame_parts(channel), mid, props, FRAME_END_BYTE))
     if not frame_max or blen <= frame_max - 8:
-        return b"".join((*method.frame_parts(channel), mid, props,
-                         _END_BODY_HEAD(0xCE, 3, channel, blen), body, FRAME_END_BYTE))
+        return method.message_bytes(channel, mid, props, _END_BODY_HEAD(0xCE, 3, channel, blen),
+                                    body)
     chunk = frame_max - 8
     if chunk <= 0:
         raise ValueError(f"frame_max {frame_max} leaves no room for a body")
@@ -249,8 +258,10 @@ class Decoder:
     the same :meth:`feed` call are attached to the exception as ``exc.events``.
 
     Speed: a content method whose header and (single) body frame are already buffered is
-    assembled in place, without per-channel state; other sequences (bodies split over frames,
-    content interleaved across channels, frames arriving in pieces) take the general path.
+    assembled in place, without per-channel state, its properties decoded by the decoder
+    generated for the header's property-flags word (:func:`.properties.properties_decoder`);
+    other sequences (bodies split over frames, content interleaved across channels, frames
+    arriving in pieces) take the general path.
     """
 
     __slots__ = ("_chunks", "_buffered", "_need", "frame_max", "_pending", "_header_done",
@@ -349,8 +360,13 @@ class Decoder:
         fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending
         new = _new
+        decoders = _DECODERS
+        content_fast = _CONTENT_FAST
         while n - pos >= 7:
-            ftype, channel, size = _frame_hdr_unpack(buf, pos)
+            if n - pos >= 11:  # header and (for a method frame) its class and method ids
+                ftype, channel, size, index = _frame_ids_unpack(buf, pos)
+            else:  # too short for a whole method frame: `end >= n` or `size < 4` below
+                ftype, channel, size = _frame_hdr_unpack(buf, pos)
             end = pos + 7 + size
             if size > fmax8:
                 raise FrameError(f"frame of {size + 8} bytes on channel {channel} exceeds frame-max {fmax8 + 8}")
@@ -366,9 +382,8 @@ class Decoder:
                     raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
                 if pending and channel in pending:
                     raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
-                cls = METHODS.get(_u32_at(buf, start)[0])
+                cls = METHODS.get(index)
                 if cls is None:
-                    index = _u32_at(buf, start)[0]
                     raise CommandInvalid(f"unknown method: class {index >> 16}, method {index & 0xFFFF}",
                                          index >> 16, index & 0xFFFF)
                 method = cls.decode(buf, start + 4, end)
@@ -384,12 +399,19 @@ class Decoder:
                 # same channel, well formed: decode them here without per-channel state.
                 # Anything unusual falls through to the general frame-by-frame path below.
                 if n - pos >= 21:
-                    htype, hch, hsize, class_id, weight, body_size = _HEADER_AT(buf, pos)
+                    if content_fast is not None:  # the compiled fast path (same checks)
+                        r = content_fast(buf, pos, n, channel, method, cls.CLASS_ID, fmax8,
+                                         self.max_body_size)
+                        if r is not None:
+                            ev, pos = r
+                            append(ev)
+                            continue
+                    htype, hch, hsize, class_id, weight, body_size, flags = _HEADER_AT(buf, pos)
                     hend = pos + 7 + hsize
                     if (htype == 2 and hch == channel and hend < n and class_id == cls.CLASS_ID
                             and 14 <= hsize <= fmax8 and not weight and buf[hend] == 206
                             and body_size <= self.max_body_size):
-                        props = decode_properties(buf, pos + 19, hend)
+                        props = (decoders.get(flags) or properties_decoder(flags))(buf, pos + 19, hend)
                         pos = hend + 1
                         ev = new(ContentMessage)
                         ev.channel = channel

@@ -26,13 +26,14 @@ cluster_id         shortstr    2    str (reserved in 0-9-1, "must be empty")
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Any
 
 from . import values as _values
 from .errors import AMQPSyntaxError, FrameError
 
-__all__ = ["BasicProperties", "PROPERTIES", "decode_properties"]
+__all__ = ["BasicProperties", "PROPERTIES", "decode_properties", "properties_decoder"]
 
 PROPERTIES: tuple[tuple[str, str], ...] = (
     ("content_type", "shortstr"),
@@ -54,6 +55,58 @@ _NAMES = tuple(n for n, _ in PROPERTIES)
 
 
 _GROUPS = ((0xF000, 0, 4), (0x0F00, 4, 8), (0x00FC, 8, 14))  # flag masks of 4/4/6 properties
+
+
+def _decode_lines(n: str, t: str, indent: str) -> list[str]:
+    """Source lines decoding property ``n`` of type ``t`` at ``buf[off]`` and advancing
+    ``off`` (shared by the general decoder and the per-flags decoders)."""
+    if t == "shortstr":
+        # running past ``end``: caught by the final check or the UTF-8 handler
+        lines = ["n = off + 1 + buf[off]", f"{n} = buf[off + 1:n].decode()", "off = n"]
+    elif t == "table":
+        # the table decoder's loop, inlined (saves a call per message)
+        lines = ["stop = off + 4 + _u32_from(buf, off)[0]",
+                 "off += 4",
+                 "if stop > end:",
+                 "    raise FrameError('basic property headers: field table runs past the end of the content header')",
+                 f"{n} = {{}}",
+                 "depth = 0"]
+        lines += _values.table_body_source(n, "").rstrip("\n").split("\n")
+        lines.append("off = stop")
+    elif t == "octet":
+        lines = [f"{n} = buf[off]", "off += 1"]
+    else:  # timestamp
+        lines = [f"{n}, = _U64f(buf, off)", "off += 8"]
+    return [indent + line for line in lines]
+
+
+def _decode_tail(present: tuple[str, ...] | None) -> list[str]:
+    """The end of a decoder: error handlers, the final length check, building the object
+    (``present``: the properties held in local variables; ``None`` = all of them)."""
+    return [
+        "    except (struct.error, IndexError) as exc:",
+        "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
+        "    except UnicodeDecodeError as exc:",
+        "        if n > end:",
+        "            raise FrameError('content header: a short string runs past its end') from exc",
+        "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
+        "    if off != end:",
+        "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
+        "    p = _new(BasicProperties)",
+    ] + [f"    p.{n} = {n if present is None or n in present else None}" for n in _NAMES] + [
+        "    return p"]
+
+
+def _specialised_source(flags: int) -> str:
+    """Source of ``decode_properties`` for one value of the property-flags word (bits 0 and
+    1 clear: no continuation word): it decodes the present properties in order without
+    testing the other flag bits; the checks and errors are those of the general decoder."""
+    present = tuple(n for i, n in enumerate(_NAMES) if flags & (1 << (15 - i)))
+    body = ["def decode_properties(buf, off, end):", "    n = 0", "    try:", "        off += 2"]
+    for n, t in PROPERTIES:
+        if n in present:
+            body += _decode_lines(n, t, " " * 8)
+    return "\n".join(body + _decode_tail(present)) + "\n"
 
 
 def _generate() -> tuple[str, dict]:
@@ -96,13 +149,10 @@ def _generate() -> tuple[str, dict]:
             enc.append(f"            v = self.{n}")
             enc.append(f"            flags |= {bit:#06x}")
             dec.append(f"            if flags & {bit:#06x}:")
+            dec += _decode_lines(n, t, " " * 16)
             if t == "shortstr":
                 enc.append(f"            v = v.encode() if v.__class__ is str else _to_bytes(v, 'basic property {n}')")
                 enc.append("            parts += (_B[len(v)], v)")
-                # running past ``end``: caught by the final check or the UTF-8 handler
-                dec.append("                n = off + 1 + buf[off]")
-                dec.append(f"                {n} = buf[off + 1:n].decode()")
-                dec.append("                off = n")
             elif t == "table":
                 # the table encoder's loop, inlined (saves two calls per message)
                 enc.append("            if v:")
@@ -113,38 +163,15 @@ def _generate() -> tuple[str, dict]:
                 enc.append("                parts[ti] = _u32(size)")
                 enc.append("            else:")
                 enc.append("                parts.append(b'\\x00\\x00\\x00\\x00')")
-                # the table decoder's loop, inlined (saves a call per message)
-                dec.append("                stop = off + 4 + _u32_from(buf, off)[0]")
-                dec.append("                off += 4")
-                dec.append("                if stop > end:")
-                dec.append("                    raise FrameError('basic property headers: field table runs past the end of the content header')")
-                dec.append(f"                {n} = {{}}")
-                dec.append("                depth = 0")
-                dec.append(_values.table_body_source(n, " " * 16).rstrip("\n"))
-                dec.append("                off = stop")
-            elif t == "octet":
-                enc.append("            parts.append(_U8(v))")
-                dec.append(f"                {n} = buf[off]")
-                dec.append("                off += 1")
+            elif t == "octet":  # (a negative v: struct.error from _U8; over 255: IndexError)
+                enc.append("            parts.append(_B[v] if v >= 0 else _U8(v))")
             else:  # timestamp
                 enc.append("            parts.append(_U64(v))")
-                dec.append(f"                {n}, = _U64f(buf, off)")
-                dec.append("                off += 8")
     enc += ["    except (struct.error, IndexError, TypeError, OverflowError, AttributeError) as exc:",
             "        raise _explain(self, exc) from exc",
             "    parts[0] = _U16(flags)",
             "    return b''.join(parts)"]
-    dec += ["    except (struct.error, IndexError) as exc:",
-            "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
-            "    except UnicodeDecodeError as exc:",
-            "        if n > end:",
-            "            raise FrameError('content header: a short string runs past its end') from exc",
-            "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
-            "    if off != end:",
-            "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
-            "    p = _new(BasicProperties)"]
-    dec += [f"    p.{n} = {n}" for n in _NAMES]
-    dec.append("    return p")
+    dec += _decode_tail(None)
     return "\n".join(init + [""] + enc + [""] + dec) + "\n", ns
 
 
@@ -211,10 +238,70 @@ class BasicProperties:
 
 _NS["BasicProperties"] = BasicProperties
 _NS["_new"] = object.__new__
-decode_properties = _NS["decode_properties"]
-decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
+py_decode_properties = decode_properties = _NS["decode_properties"]
+py_decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
 
 Returns a :class:`BasicProperties`. Raises FrameError (501) on truncation, unknown flag bits
 or trailing bytes, AMQPSyntaxError (502) on invalid UTF-8.
 """
+py_encode = BasicProperties.encode
 EMPTY_PROPERTIES_BYTES = b"\x00\x00"
+
+
+def _load_speedups(pure: str | None):
+    """The compiled fast paths (``_speedups``, built by ``setup.py`` with Cython), or
+    ``None`` when ``pure`` (the ``SPARK_AMQP_PURE_PYTHON`` environment variable) is ``"1"``
+    or the module was not built. They give the results and errors of the pure-Python code."""
+    if pure == "1":
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    _speedups.setup(BasicProperties, py_decode_properties, py_encode, _values._decode_value,
+                    _values._encode_value)
+    return _speedups
+
+
+def _install(speedups) -> None:
+    """Make :func:`decode_properties` and ``BasicProperties.encode`` the compiled ones of
+    ``speedups``, or the pure-Python ones when it is ``None``."""
+    global decode_properties
+    if speedups is None:
+        decode_properties = py_decode_properties
+        BasicProperties.encode = py_encode
+    else:
+        decode_properties = speedups.decode_properties
+        BasicProperties.encode = speedups.encode_properties
+
+
+SPEEDUPS = _load_speedups(os.environ.get("SPARK_AMQP_PURE_PYTHON"))
+_install(SPEEDUPS)
+
+_DECODERS: dict[int, Any] = {}  # first property-flags word -> its decoder
+_MAX_DECODERS = 256  # bounds the code generated for a peer that varies its flags
+
+
+def properties_decoder(flags: int):
+    """The decoder for a content header whose first property-flags word is ``flags``.
+
+    Returns a function with the signature and errors of :func:`decode_properties`
+    (``(buf, off, end) -> BasicProperties``, ``off`` at the flags word). For a word without
+    continuation (bits 0 and 1 clear) it is generated for exactly the properties present,
+    so no other flag bit is tested per message; it is kept for the next header with the same
+    flags (the code, never a decoded value). Other words, any word once ``_MAX_DECODERS``
+    decoders exist, and every word when the compiled fast paths are in use
+    (:data:`SPEEDUPS`), get the general :func:`decode_properties`.
+    """
+    if len(_DECODERS) >= _MAX_DECODERS:
+        return decode_properties
+    general = flags & 3 or SPEEDUPS is not None
+    fn = _DECODERS[flags] = decode_properties if general else _specialised(flags)
+    return fn
+
+
+def _specialised(flags: int):
+    """Compile the decoder of :func:`_specialised_source` for ``flags`` (bits 0, 1 clear)."""
+    ns = dict(_NS)
+    exec(compile(_specialised_source(flags), f"<amqp basic properties {flags:#06x}>", "exec"), ns)
+    return ns["decode_properties"]

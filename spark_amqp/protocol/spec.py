@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from . import values as _values
 from .errors import AMQPSyntaxError, FrameError
+from .properties import SPEEDUPS
 
 __all__ = ["Method", "METHODS", "CLASSES", "CLASS_IDS", "method_class", "SPEC_TABLE_PATH"]
 
@@ -72,6 +73,14 @@ class Method:
     def frame_parts(self, channel: int) -> tuple:  # pragma: no cover - replaced per class
         """The method frame for ``channel`` without its frame-end octet, as a tuple of bytes
         (``b"".join(parts) + b"\\xce"`` is the frame). Raises AMQPSyntaxError like encode."""
+        raise NotImplementedError
+
+    def message_bytes(self, channel: int, mid: bytes, props: bytes, bhead: bytes,
+                      body: bytes) -> bytes:  # pragma: no cover - replaced per class
+        """``b"".join((*self.frame_parts(channel), mid, props, bhead, body, b"\\xce"))`` in
+        one join: the frames of a content message whose body fits one frame (``mid`` packs
+        the method's frame-end with the content header's frame header, ``bhead`` the header's
+        frame-end with the body's frame header). Raises AMQPSyntaxError like encode."""
         raise NotImplementedError
 
     @classmethod
@@ -295,20 +304,26 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
     head = (f"_h(1, channel, {size}, {class_id}, {method_id}"
             + "".join(", " + a for a in (first_fixed[1] if first_fixed else [])) + ")")
     fparts = [head] + enc_parts[1:]
+    tail = "mid, props, bhead, body, b'\\xce'"
     if not pyfields:
         enc = ["def encode(self):", "    return _PREFIX", "",
-               "def frame_parts(self, channel):", f"    return ({head},)"]
+               "def frame_parts(self, channel):", f"    return ({head},)", "",
+               "def message_bytes(self, channel, mid, props, bhead, body):",
+               f"    return b''.join(({head}, {tail}))"]
     else:
         enc = ["def encode(self):", "    try:"]
         enc += ["    " + line for line in enc_pre]
         enc.append(f"        return b''.join(({', '.join(enc_parts)},))")
         enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
         enc.append("        raise _explain(self, exc) from exc")
-        enc += ["", "def frame_parts(self, channel):", "    try:"]
-        enc += ["    " + line for line in enc_pre]
-        enc.append(f"        return ({', '.join(fparts)},)")
-        enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
-        enc.append("        raise _explain(self, exc) from exc")
+        for sig, ret in (("frame_parts(self, channel)", f"({', '.join(fparts)},)"),
+                         ("message_bytes(self, channel, mid, props, bhead, body)",
+                          f"b''.join(({', '.join(fparts)}, {tail}))")):
+            enc += ["", f"def {sig}:", "    try:"]
+            enc += ["    " + line for line in enc_pre]
+            enc.append(f"        return {ret}")
+            enc.append("    except (struct.error, IndexError, TypeError, OverflowError) as exc:")
+            enc.append("        raise _explain(self, exc) from exc")
     if len(dec) == 2:
         dec.append("        pass")
     dec.append("    except (struct.error, IndexError) as exc:")
@@ -331,6 +346,7 @@ def _build_method(class_name: str, class_id: int, method_name: str, method_id: i
         "__init__": ns["__init__"],
         "encode": ns["encode"],
         "frame_parts": ns["frame_parts"],
+        "message_bytes": ns["message_bytes"],
         "decode": classmethod(ns["decode"]),
         "CLASS_ID": class_id,
         "METHOD_ID": method_id,
@@ -414,6 +430,26 @@ Queue = _CLASSES["queue"]
 Basic = _CLASSES["basic"]
 Confirm = _CLASSES["confirm"]
 Tx = _CLASSES["tx"]
+
+
+_WIRE_CODES = {"bit": 0, "octet": 1, "short": 2, "long": 3, "longlong": 4, "timestamp": 4,
+               "shortstr": 5, "longstr": 6, "table": 7}
+
+
+def _install_decoders(speedups) -> None:
+    """Make every method class's ``decode`` the compiled one of ``speedups`` (the same
+    results and errors, see ``_speedups.pyx``), or the generated pure-Python one when it is
+    ``None``. The pure-Python one stays as ``_py_decode``, the compiled one's fallback."""
+    for cls in METHODS.values():
+        if "_py_decode" not in cls.__dict__:
+            cls._py_decode = cls.__dict__["decode"]
+            cls._wire = tuple(_WIRE_CODES[t] for t in cls.field_types)
+        cls.decode = cls._py_decode if speedups is None else classmethod(speedups.decode_method)
+    if speedups is not None:
+        speedups.setup_methods(_values._decode_table_at)
+
+
+_install_decoders(SPEEDUPS)
 
 
 def method_class(class_id: int, method_id: int) -> type:

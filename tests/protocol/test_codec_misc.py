@@ -89,6 +89,16 @@ def test_method_encode_errors_name_the_field(method, needle):
     assert needle in str(info.value)
     with pytest.raises(AMQPSyntaxError):
         encode_method(1, method)
+    with pytest.raises(AMQPSyntaxError) as info:  # the one-join form of encode_message
+        method.message_bytes(1, b"", b"", b"", b"")
+    assert needle in str(info.value)
+
+
+def test_octet_property_out_of_range_is_a_syntax_error():
+    for v in (-1, 256, 2.0, "2"):
+        with pytest.raises(AMQPSyntaxError):
+            BasicProperties(delivery_mode=v).encode()
+    assert BasicProperties(delivery_mode=True).encode() == b"\x10\x00\x01"
 
 
 def test_channel_out_of_range_is_a_syntax_error():

@@ -19,7 +19,8 @@ from spark_amqp.protocol import (BasicProperties, ContentMessage, Decoder, Heart
                                  encode_message, encode_method, encode_table, spec)
 from spark_amqp.protocol.errors import AMQPSyntaxError
 from spark_amqp.protocol.frames import encode_frames, parse_protocol_header, ProtocolHeader
-from spark_amqp.protocol.properties import PROPERTIES, decode_properties
+from spark_amqp.protocol import properties as properties_module
+from spark_amqp.protocol.properties import PROPERTIES, decode_properties, properties_decoder
 from spark_amqp.protocol.values import (decode_array, decode_longstr, decode_shortstr,
                                         encode_array, encode_longstr, encode_shortstr)
 
@@ -69,6 +70,10 @@ def test_every_method_round_trips(cls):
         assert again == method and hash(again) == hash(method)
         assert method.NAME in repr(method)
         assert set(method.as_dict()) == set(cls.fields)
+        # the one-join form of a message's frames is the method frame + the given parts
+        mid, raw_props, bhead = b"<mid>", b"<props>", b"<bhead>"
+        assert (method.message_bytes(channel, mid, raw_props, bhead, body)
+                == b"".join((*method.frame_parts(channel), mid, raw_props, bhead, body, b"\xce")))
     check()
 
 
@@ -182,6 +187,46 @@ def test_random_properties_round_trip(p):
     assert BasicProperties(**p.as_dict()) == p
     assert BasicProperties(*p.__reduce__()[1]) == p
     assert "BasicProperties(" in repr(p)
+
+
+def test_per_flags_decoders_match_the_general_decoder(monkeypatch):
+    """The decoders generated per property-flags word decode what the general one does:
+    no property, each one alone, each pair, and all 14 (pure Python: with the compiled fast
+    paths in use every word gets the general decoder)."""
+    monkeypatch.setattr(properties_module, "_DECODERS", {})
+    monkeypatch.setattr(properties_module, "SPEEDUPS", None)
+    sample = {"shortstr": "vé", "octet": 2, "timestamp": 1_700_000_000,
+              "table": {"k": "v", "n": -5, "f": 1.5}}
+    names = [n for n, _ in PROPERTIES]
+    types = dict(PROPERTIES)
+    subsets = [(), tuple(names)] + [(n,) for n in names] + list(itertools.combinations(names, 2))
+    for subset in subsets:
+        p = BasicProperties(**{n: sample[types[n]] for n in subset})
+        raw = b"xy" + p.encode() + b"z"  # decoded at an offset, up to an end
+        flags = struct.unpack(">H", raw[2:4])[0]
+        dec = properties_decoder(flags)
+        assert dec is not decode_properties and properties_module._DECODERS[flags] is dec
+        assert dec(raw, 2, len(raw) - 1) == p == decode_properties(raw, 2, len(raw) - 1)
+    assert len(properties_module._DECODERS) == len(subsets)
+
+
+def test_per_flags_decoders_are_bounded(monkeypatch):
+    """Continuation words use the general decoder; so does every word once the bound on
+    generated decoders is reached (a peer cycling through flags cannot grow it)."""
+    monkeypatch.setattr(properties_module, "_DECODERS", {})
+    monkeypatch.setattr(properties_module, "SPEEDUPS", None)
+    monkeypatch.setattr(properties_module, "_MAX_DECODERS", 2)
+    assert properties_decoder(0x1001) is decode_properties
+    assert properties_decoder(0x8000) is not decode_properties
+    assert properties_decoder(0x4000) is decode_properties  # bound reached
+    assert sorted(properties_module._DECODERS) == [0x1001, 0x8000]
+    monkeypatch.setattr(properties_module, "SPEEDUPS", object())  # compiled: general only
+    assert properties_decoder(0x1000) is decode_properties
+    monkeypatch.setattr(properties_module, "_MAX_DECODERS", 4)
+    assert properties_decoder(0x2000) is decode_properties
+    # the decoder uses them for content headers as well
+    wire = encode_message(1, spec.Basic.Publish(), BasicProperties(delivery_mode=2), b"b")
+    assert Decoder().feed(wire)[0].properties == BasicProperties(delivery_mode=2)
 
 
 def test_property_flag_bits_match_the_spec():

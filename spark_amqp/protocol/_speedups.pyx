@@ -1,0 +1,441 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=True
+"""Optional compiled fast paths of the basic content properties codec (Cython).
+
+Built by ``setup.py`` when Cython and a C compiler are available; ``properties.py`` uses it
+unless ``SPARK_AMQP_PURE_PYTHON=1``. The pure-Python code in ``properties.py`` stays the
+reference: every function here handles the common, well-formed shapes and hands anything
+else (a bound that does not hold, invalid UTF-8, an uncommon type, any exception) to the
+pure-Python function, which decodes it or raises the typed error with its reply code. So the
+results and errors are those of the pure-Python code by construction; the differential tests
+in ``tests/protocol/test_codec_speedups.py`` check it.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
+
+cdef object _BP = None            # BasicProperties
+cdef object _py_decode = None     # the pure-Python decode_properties (general)
+cdef object _py_encode = None     # the pure-Python BasicProperties.encode
+cdef object _decode_value = None  # values._decode_value (uncommon field-table tags)
+cdef object _encode_value = None  # values._encode_value (uncommon field-table values)
+cdef object _new = object.__new__
+cdef tuple _BYTE = tuple([bytes((i,)) for i in range(256)])
+
+
+def setup(basic_properties, py_decode, py_encode, decode_value, encode_value):
+    """Give the module the pure-Python class and fallbacks (called once by properties.py)."""
+    global _BP, _py_decode, _py_encode, _decode_value, _encode_value
+    _BP, _py_decode, _py_encode = basic_properties, py_decode, py_encode
+    _decode_value, _encode_value = decode_value, encode_value
+
+
+class _Fallback(Exception):
+    pass
+
+
+cdef inline unsigned int _u32(const unsigned char* p, Py_ssize_t i) noexcept:
+    return (<unsigned int>p[i] << 24) | (<unsigned int>p[i + 1] << 16) | (<unsigned int>p[i + 2] << 8) | p[i + 3]
+
+
+cdef object _shortstr(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
+    cdef Py_ssize_t i = pos[0]
+    if i >= end:
+        raise _Fallback
+    cdef Py_ssize_t stop = i + 1 + p[i]
+    if stop > end:
+        raise _Fallback
+    try:
+        s = PyUnicode_DecodeUTF8(<const char*>p + i + 1, stop - i - 1, NULL)
+    except UnicodeDecodeError:
+        raise _Fallback
+    pos[0] = stop
+    return s
+
+
+cdef object _octet(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
+    cdef Py_ssize_t i = pos[0]
+    if i >= end:
+        raise _Fallback
+    pos[0] = i + 1
+    return p[i]
+
+
+cdef dict _table(bytes buf, const unsigned char* p, Py_ssize_t* pos, Py_ssize_t end):
+    cdef Py_ssize_t i = pos[0]
+    cdef Py_ssize_t stop, kend, vend
+    cdef unsigned char tag
+    if i + 4 > end:
+        raise _Fallback
+    stop = i + 4 + <Py_ssize_t>_u32(p, i)
+    if stop > end:
+        raise _Fallback
+    i += 4
+    result = {}
+    while i < stop:
+        kend = i + 1 + p[i]
+        if kend >= stop:
+            raise _Fallback
+        try:
+            key = PyUnicode_DecodeUTF8(<const char*>p + i + 1, kend - i - 1, NULL)
+        except UnicodeDecodeError:
+            raise _Fallback
+        tag = p[kend]
+        if tag == 83:  # 'S'
+            i = kend + 5
+            if i > stop:
+                raise _Fallback
+            vend = i + <Py_ssize_t>_u32(p, kend + 1)
+            if vend > stop:
+                raise _Fallback
+            try:
+                result[key] = PyUnicode_DecodeUTF8(<const char*>p + i, vend - i, NULL)
+            except UnicodeDecodeError:
+                result[key] = PyBytes_FromStringAndSize(<const char*>p + i, vend - i)
+            i = vend
+        elif tag == 73:  # 'I'
+            i = kend + 5
+            if i > stop:
+                raise _Fallback
+            result[key] = <int>_u32(p, kend + 1)
+        else:  # the pure-Python value decoder (its errors: the fallback reports them)
+            try:
+                result[key], i = _decode_value(buf, kend, stop, 0)
+            except Exception:
+                raise _Fallback
+    pos[0] = stop
+    return result
+
+
+def decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
+    """``properties.decode_properties`` (same arguments, result and errors), compiled."""
+    if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off + 2 > end:
+        return _py_decode(buf, off, end)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef unsigned int flags = (<unsigned int>p[off] << 8) | p[off + 1]
+    if flags & 3:
+        return _py_decode(buf, off, end)
+    cdef Py_ssize_t pos = off + 2
+    content_type = content_encoding = headers = delivery_mode = priority = None
+    correlation_id = reply_to = expiration = message_id = timestamp = type_ = None
+    user_id = app_id = cluster_id = None
+    try:
+        if flags & 0x8000:
+            content_type = _shortstr(p, &pos, end)
+        if flags & 0x4000:
+            content_encoding = _shortstr(p, &pos, end)
+        if flags & 0x2000:
+            headers = _table(<bytes>buf, p, &pos, end)
+        if flags & 0x1000:
+            delivery_mode = _octet(p, &pos, end)
+        if flags & 0x0800:
+            priority = _octet(p, &pos, end)
+        if flags & 0x0400:
+            correlation_id = _shortstr(p, &pos, end)
+        if flags & 0x0200:
+            reply_to = _shortstr(p, &pos, end)
+        if flags & 0x0100:
+            expiration = _shortstr(p, &pos, end)
+        if flags & 0x0080:
+            message_id = _shortstr(p, &pos, end)
+        if flags & 0x0040:
+            if pos + 8 > end:
+                raise _Fallback
+            timestamp = (<unsigned long long>_u32(p, pos) << 32) | _u32(p, pos + 4)
+            pos += 8
+        if flags & 0x0020:
+            type_ = _shortstr(p, &pos, end)
+        if flags & 0x0010:
+            user_id = _shortstr(p, &pos, end)
+        if flags & 0x0008:
+            app_id = _shortstr(p, &pos, end)
+        if flags & 0x0004:
+            cluster_id = _shortstr(p, &pos, end)
+    except _Fallback:
+        return _py_decode(buf, off, end)
+    if pos != end:
+        return _py_decode(buf, off, end)
+    # BasicProperties.__init__ (positional, in property order) stores the 14 slots in the
+    # interpreter's specialised slot-store; cheaper than 14 generic setattr calls from C
+    return _BP(content_type, content_encoding, headers, delivery_mode, priority, correlation_id,
+               reply_to, expiration, message_id, timestamp, type_, user_id, app_id, cluster_id)
+
+
+cdef int _put_shortstr(list parts, v) except -1:
+    if type(v) is not str:
+        raise _Fallback
+    b = PyUnicode_AsUTF8String(v)
+    if PyBytes_GET_SIZE(b) > 255:
+        raise _Fallback
+    parts.append(_BYTE[PyBytes_GET_SIZE(b)])
+    parts.append(b)
+    return 0
+
+
+cdef int _put_octet(list parts, v) except -1:
+    if type(v) is not int or not 0 <= v <= 255:
+        raise _Fallback
+    parts.append(_BYTE[v])
+    return 0
+
+
+cdef bytes _pack_u32(unsigned int v):
+    cdef unsigned char b[4]
+    b[0] = v >> 24
+    b[1] = (v >> 16) & 0xFF
+    b[2] = (v >> 8) & 0xFF
+    b[3] = v & 0xFF
+    return PyBytes_FromStringAndSize(<char*>b, 4)
+
+
+cdef bytes _pack_tag_u32(unsigned char tag, unsigned int v):
+    cdef unsigned char b[5]
+    b[0] = tag
+    b[1] = v >> 24
+    b[2] = (v >> 16) & 0xFF
+    b[3] = (v >> 8) & 0xFF
+    b[4] = v & 0xFF
+    return PyBytes_FromStringAndSize(<char*>b, 5)
+
+
+cdef int _put_table(list parts, table) except -1:
+    cdef Py_ssize_t size = 0, ti
+    cdef long long iv
+    if type(table) is not dict:
+        raise _Fallback
+    if not table:
+        parts.append(b"\x00\x00\x00\x00")
+        return 0
+    ti = len(parts)
+    parts.append(b"")
+    for key, value in (<dict>table).items():
+        if type(key) is not str:
+            raise _Fallback
+        k = PyUnicode_AsUTF8String(key)
+        if PyBytes_GET_SIZE(k) > 255:
+            raise _Fallback
+        parts.append(_BYTE[PyBytes_GET_SIZE(k)])
+        parts.append(k)
+        t = type(value)
+        if t is str:
+            b = PyUnicode_AsUTF8String(value)
+            if PyBytes_GET_SIZE(b) > 0xFFFFFFFF:
+                raise _Fallback
+            parts.append(_pack_tag_u32(83, <unsigned int>PyBytes_GET_SIZE(b)))
+            parts.append(b)
+            size += 6 + PyBytes_GET_SIZE(k) + PyBytes_GET_SIZE(b)
+        elif t is int and -2147483648 <= value <= 2147483647:
+            iv = value
+            parts.append(_pack_tag_u32(73, <unsigned int>(<int>iv)))
+            size += 6 + PyBytes_GET_SIZE(k)
+        else:  # the pure-Python value encoder (its errors: the fallback reports them)
+            b = _encode_value(value, 0)
+            parts.append(b)
+            size += 1 + PyBytes_GET_SIZE(k) + PyBytes_GET_SIZE(b)
+    if size > 0xFFFFFFFF:
+        raise _Fallback
+    parts[ti] = _pack_u32(<unsigned int>size)
+    return 0
+
+
+def encode_properties(self):
+    """``BasicProperties.encode`` (same result and errors), compiled."""
+    cdef unsigned int flags = 0
+    cdef list parts = [b""]
+    try:
+        v = self.content_type
+        if v is not None:
+            flags |= 0x8000
+            _put_shortstr(parts, v)
+        v = self.content_encoding
+        if v is not None:
+            flags |= 0x4000
+            _put_shortstr(parts, v)
+        v = self.headers
+        if v is not None:
+            flags |= 0x2000
+            _put_table(parts, v)
+        v = self.delivery_mode
+        if v is not None:
+            flags |= 0x1000
+            _put_octet(parts, v)
+        v = self.priority
+        if v is not None:
+            flags |= 0x0800
+            _put_octet(parts, v)
+        v = self.correlation_id
+        if v is not None:
+            flags |= 0x0400
+            _put_shortstr(parts, v)
+        v = self.reply_to
+        if v is not None:
+            flags |= 0x0200
+            _put_shortstr(parts, v)
+        v = self.expiration
+        if v is not None:
+            flags |= 0x0100
+            _put_shortstr(parts, v)
+        v = self.message_id
+        if v is not None:
+            flags |= 0x0080
+            _put_shortstr(parts, v)
+        v = self.timestamp
+        if v is not None:
+            flags |= 0x0040
+            if type(v) is not int or not 0 <= v <= 0xFFFFFFFFFFFFFFFF:
+                raise _Fallback
+            parts.append(_pack_u32(<unsigned int>(v >> 32)) + _pack_u32(<unsigned int>(v & 0xFFFFFFFF)))
+        v = self.type
+        if v is not None:
+            flags |= 0x0020
+            _put_shortstr(parts, v)
+        v = self.user_id
+        if v is not None:
+            flags |= 0x0010
+            _put_shortstr(parts, v)
+        v = self.app_id
+        if v is not None:
+            flags |= 0x0008
+            _put_shortstr(parts, v)
+        v = self.cluster_id
+        if v is not None:
+            flags |= 0x0004
+            _put_shortstr(parts, v)
+    except Exception:
+        return _py_encode(self)
+    parts[0] = _BYTE[flags >> 8] + _BYTE[flags & 0xFF]
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------------------ methods
+# wire type codes of Method._wire (set by spec.py): the arguments in order
+cdef enum:
+    W_BIT = 0
+    W_OCTET = 1
+    W_SHORT = 2
+    W_LONG = 3
+    W_LONGLONG = 4
+    W_SHORTSTR = 5
+    W_LONGSTR = 6
+    W_TABLE = 7
+
+cdef object _decode_table = None  # values._decode_table_at
+
+
+def setup_methods(decode_table):
+    """Give the module the pure-Python field-table decoder (called once by spec.py)."""
+    global _decode_table
+    _decode_table = decode_table
+
+
+def decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
+    """``cls.decode`` of a generated method class (same arguments, result and errors),
+    compiled; anything unusual goes to the pure-Python ``cls._py_decode``."""
+    if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off > end:
+        return cls._py_decode(buf, off, end)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t pos = off, stop
+    cdef int code, bit = 8
+    cdef unsigned char octet = 0
+    cdef list values = []
+    try:
+        for c in <tuple>cls._wire:
+            code = c
+            if code == W_BIT:  # bits share octets from the low bit up (0-9-1 §4.2.5.2)
+                if bit == 8:
+                    if pos >= end:
+                        raise _Fallback
+                    octet = p[pos]
+                    pos += 1
+                    bit = 0
+                values.append(True if (octet >> bit) & 1 else False)
+                bit += 1
+                continue
+            bit = 8
+            if code == W_SHORTSTR:
+                values.append(_shortstr(p, &pos, end))
+            elif code == W_LONGLONG:
+                if pos + 8 > end:
+                    raise _Fallback
+                values.append((<unsigned long long>_u32(p, pos) << 32) | _u32(p, pos + 4))
+                pos += 8
+            elif code == W_SHORT:
+                if pos + 2 > end:
+                    raise _Fallback
+                values.append((<unsigned int>p[pos] << 8) | p[pos + 1])
+                pos += 2
+            elif code == W_LONG:
+                if pos + 4 > end:
+                    raise _Fallback
+                values.append(_u32(p, pos))
+                pos += 4
+            elif code == W_OCTET:
+                values.append(_octet(p, &pos, end))
+            elif code == W_LONGSTR:
+                if pos + 4 > end:
+                    raise _Fallback
+                stop = pos + 4 + <Py_ssize_t>_u32(p, pos)
+                if stop > end:
+                    raise _Fallback
+                values.append(PyBytes_FromStringAndSize(<const char*>p + pos + 4, stop - pos - 4))
+                pos = stop
+            else:  # W_TABLE: the pure-Python table decoder
+                table, pos = _decode_table(buf, pos, end, 0)
+                values.append(table)
+    except Exception:
+        return cls._py_decode(buf, off, end)
+    if pos != end:
+        return cls._py_decode(buf, off, end)
+    return cls(*values)
+
+
+# ------------------------------------------------------------------------------ frames
+cdef object _CM = None  # frames.ContentMessage
+
+
+def setup_frames(content_message):
+    """Give the module the ContentMessage class (called once by frames.py)."""
+    global _CM
+    _CM = content_message
+
+
+def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, method,
+                         unsigned int class_id, fmax8_limit, max_body_limit):
+    """The decoder's fast path for a content method's header and body, compiled.
+
+    ``buf[pos:n]`` follows the method frame of ``method`` (class ``class_id``) on
+    ``channel``. When a well-formed content header frame and, unless the body is empty, a
+    single body frame carrying the whole body are there, returns ``(ContentMessage, offset
+    after them)``; otherwise ``None`` and the pure-Python path decides (the same checks as
+    ``Decoder._parse``'s fast path; the properties decoder raises its typed errors).
+    """
+    cdef Py_ssize_t fmax8, max_body
+    if n - pos < 21 or pos < 0 or n > PyBytes_GET_SIZE(buf):
+        return None
+    try:  # limits beyond a C integer (or not integers): the pure-Python path decides
+        fmax8 = fmax8_limit
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
+        return None
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, pos + 3)
+    cdef Py_ssize_t hend = pos + 7 + hsize
+    cdef unsigned long long body_size = (<unsigned long long>_u32(p, pos + 11) << 32) | _u32(p, pos + 15)
+    if (p[pos] != 2 or ((<int>p[pos + 1] << 8) | p[pos + 2]) != channel or hend >= n
+            or ((<unsigned int>p[pos + 7] << 8) | p[pos + 8]) != class_id
+            or hsize < 14 or hsize > fmax8 or p[pos + 9] or p[pos + 10] or p[hend] != 206
+            or max_body < 0 or body_size > <unsigned long long>max_body):
+        return None
+    cdef Py_ssize_t bend, blen = <Py_ssize_t>body_size
+    if blen:
+        bend = hend + 8 + blen
+        if (bend >= n or blen > fmax8 or p[hend + 1] != 3
+                or ((<int>p[hend + 2] << 8) | p[hend + 3]) != channel
+                or <Py_ssize_t>_u32(p, hend + 4) != blen or p[bend] != 206):
+            return None
+        body = PyBytes_FromStringAndSize(<const char*>p + hend + 8, blen)
+        end = bend + 1
+    else:
+        body = b""
+        end = hend + 1
+    props = decode_properties(buf, pos + 19, hend)
+    return _CM(channel, method, props, body), end

@@ -1,0 +1,239 @@
+"""The compiled fast paths (``spark_amqp/protocol/_speedups.pyx``) against the pure-Python code:
+the same bytes, the same decoded values, the same typed errors with the same text, on random
+and on mutated input. The rest of tests/protocol runs against whichever implementation is in
+use (the compiled one when built; ``SPARK_AMQP_PURE_PYTHON=1`` forces pure Python)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amqp_strategies import ALL_METHOD_CLASSES, bodies, channels, method_of, methods, properties
+from spark_amqp.protocol import (AMQPError, BasicProperties, ContentMessage, Decoder, Typed,
+                                 encode_message, spec)
+from spark_amqp.protocol import frames as frames_module
+from spark_amqp.protocol import properties as props_module
+
+SPEEDUPS = props_module.SPEEDUPS
+needs_speedups = pytest.mark.skipif(
+    SPEEDUPS is None and os.environ.get("SPARK_AMQP_REQUIRE_SPEEDUPS") != "1",
+    reason="compiled fast paths not built or SPARK_AMQP_PURE_PYTHON=1")
+DIFF = settings(max_examples=int(os.environ.get("AMQP_FUZZ_EXAMPLES", "300")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def outcome(fn, *args):
+    """repr of the result (a mutated float may be a NaN), or the error's type, code, text."""
+    try:
+        return "ok", repr(fn(*args))
+    except AMQPError as exc:
+        return type(exc), exc.reply_code, exc.reply_text
+    except Exception as exc:  # e.g. UnicodeEncodeError from a lone surrogate on encode
+        return type(exc), str(exc)
+
+
+def test_selection_of_the_implementation(monkeypatch):
+    assert props_module._load_speedups("1") is None
+    # as if not built: `from . import _speedups` raises ImportError
+    monkeypatch.delattr(sys.modules["spark_amqp.protocol"], "_speedups", raising=False)
+    monkeypatch.setitem(sys.modules, "spark_amqp.protocol._speedups", None)
+    assert props_module._load_speedups(None) is None
+    try:
+        props_module._install(None)
+        assert props_module.decode_properties is props_module.py_decode_properties
+        assert BasicProperties.encode is props_module.py_encode
+    finally:
+        props_module._install(SPEEDUPS)
+    if SPEEDUPS is not None:
+        assert props_module.decode_properties is SPEEDUPS.decode_properties
+        assert BasicProperties.encode is SPEEDUPS.encode_properties
+    assert frames_module._content_fast(None) is None
+    assert frames_module._content_fast(SPEEDUPS) is frames_module._CONTENT_FAST
+
+
+@needs_speedups
+def test_speedups_are_in_use_unless_pure_python_is_forced():
+    assert SPEEDUPS is not None, "SPARK_AMQP_REQUIRE_SPEEDUPS=1 but _speedups is not built"
+    assert props_module.decode_properties is SPEEDUPS.decode_properties
+
+
+@needs_speedups
+@DIFF
+@given(properties())
+def test_random_properties_same_bytes_and_values(p):
+    raw = SPEEDUPS.encode_properties(p)
+    assert raw == props_module.py_encode(p)
+    assert SPEEDUPS.decode_properties(raw, 0, len(raw)) == p
+    framed = b"ab" + raw + b"c"
+    assert (outcome(SPEEDUPS.decode_properties, framed, 2, len(framed) - 1)
+            == outcome(props_module.py_decode_properties, framed, 2, len(framed) - 1))
+
+
+@needs_speedups
+@DIFF
+@given(properties(), st.data())
+def test_mutated_properties_same_value_or_same_error(p, data):
+    raw = bytearray(SPEEDUPS.encode_properties(p))
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    raw = bytes(raw[:data.draw(st.integers(0, len(raw)))]) + data.draw(st.binary(max_size=4))
+    off = data.draw(st.integers(0, 2))
+    end = data.draw(st.integers(0, len(raw) + 2))
+    for buf in (raw, bytearray(raw)):
+        assert (outcome(SPEEDUPS.decode_properties, buf, off, end)
+                == outcome(props_module.py_decode_properties, buf, off, end))
+
+
+@needs_speedups
+@DIFF
+@given(st.binary(max_size=80), st.integers(0, 3))
+def test_random_bytes_same_value_or_same_error(raw, off):
+    assert (outcome(SPEEDUPS.decode_properties, raw, off, len(raw))
+            == outcome(props_module.py_decode_properties, raw, off, len(raw)))
+
+
+ODD = [
+    {"content_type": 5}, {"content_type": "x" * 300}, {"content_type": b"a/b"},
+    {"content_type": "\ud800"}, {"priority": 300}, {"priority": -1}, {"priority": True},
+    {"priority": "high"}, {"delivery_mode": 2.0}, {"timestamp": -1}, {"timestamp": 2**64},
+    {"timestamp": 2**64 - 1}, {"timestamp": True}, {"headers": {}}, {"headers": []},
+    {"headers": [1, 2]}, {"headers": {"k" * 300: 1}}, {"headers": {5: 1}},
+    {"headers": {b"k": b"v"}}, {"headers": {"k": object()}}, {"headers": {"k": "\ud800"}},
+    {"headers": {"b": True, "l": 2**40, "n": None, "f": 1.5, "d": Decimal("1.25"),
+                 "t": dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), "a": [1, "x"],
+                 "F": {"x": {"y": 1}}, "T": Typed("u", 7), "neg": -2**31, "big": 2**31}},
+    {"cluster_id": "c" * 256}, {"app_id": "é" * 128},
+]
+
+
+@needs_speedups
+@pytest.mark.parametrize("kw", ODD, ids=lambda kw: repr(kw)[:40])
+def test_uncommon_and_bad_values_encode_the_same_or_fail_the_same(kw):
+    p = BasicProperties(**kw)
+    assert outcome(SPEEDUPS.encode_properties, p) == outcome(props_module.py_encode, p)
+    if outcome(props_module.py_encode, p)[0] == "ok":
+        raw = props_module.py_encode(p)
+        assert (outcome(SPEEDUPS.decode_properties, raw, 0, len(raw))
+                == outcome(props_module.py_decode_properties, raw, 0, len(raw)))
+
+
+# ------------------------------------------------------------------------------ methods
+
+@needs_speedups
+@DIFF
+@given(methods, st.data())
+def test_methods_decode_the_same_or_fail_the_same(method, data):
+    cls = type(method)
+    wire = method.encode()
+    assert cls.decode(wire, 4, len(wire)) == method  # the compiled decoder, on valid input
+    raw = bytearray(wire)
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    raw = bytes(raw[:data.draw(st.integers(4, len(raw)))]) + data.draw(st.binary(max_size=3))
+    end = data.draw(st.integers(4, len(raw) + 1))
+    for buf in (raw, bytearray(raw)):
+        assert outcome(cls.decode, buf, 4, end) == outcome(cls._py_decode, buf, 4, end)
+
+
+@needs_speedups
+def test_every_method_class_uses_the_compiled_decoder():
+    for cls in ALL_METHOD_CLASSES:
+        assert cls.decode.__func__ is SPEEDUPS.decode_method
+    try:
+        spec._install_decoders(None)
+        assert all(cls.decode.__func__ is not SPEEDUPS.decode_method for cls in ALL_METHOD_CLASSES)
+    finally:
+        spec._install_decoders(SPEEDUPS)
+
+
+# ------------------------------------------------------------------------------ frames
+
+content_classes = st.sampled_from([c for c in ALL_METHOD_CLASSES if c.has_content])
+
+
+@needs_speedups
+@DIFF
+@given(content_classes.flatmap(method_of), channels, properties(), bodies)
+def test_compiled_content_path_decodes_well_formed_messages(method, channel, props, body):
+    wire = encode_message(channel, method, props, body, frame_max=131072)
+    mend = 7 + int.from_bytes(wire[3:7], "big")
+    r = SPEEDUPS.content_after_method(wire, mend + 1, len(wire), channel, method,
+                                      method.CLASS_ID, 131064, 1 << 30)
+    assert r is not None, "the compiled fast path declined a well-formed message"
+    ev, end = r
+    assert end == len(wire) and ev == ContentMessage(channel, method, props, body)
+    assert type(ev.body) is bytes
+
+
+@needs_speedups
+@DIFF
+@given(content_classes.flatmap(method_of), channels, properties(), bodies, st.data())
+def test_mutated_messages_same_events_or_same_error_as_pure_python(method, channel, props,
+                                                                   body, data):
+    wire = bytearray(encode_message(channel, method, props, body, frame_max=4096)
+                     + b"\x08\x00\x00\x00\x00\x00\x00\xce")
+    for _ in range(data.draw(st.integers(0, 3))):
+        wire[data.draw(st.integers(0, len(wire) - 1))] = data.draw(st.integers(0, 255))
+    wire = bytes(wire[:data.draw(st.integers(0, len(wire)))])
+    max_body = data.draw(st.sampled_from([1 << 20, len(body), max(0, len(body) - 1)]))
+
+    def feed():
+        dec = Decoder(frame_max=4096, max_body_size=max_body)
+        return dec.feed(wire), dec.buffered, dec.pending_channels()
+
+    compiled = outcome(feed)
+    saved = frames_module._CONTENT_FAST
+    try:  # everything pure Python: the fast path, method and property decoders
+        frames_module._CONTENT_FAST = None
+        spec._install_decoders(None)
+        props_module._install(None)
+        props_module.SPEEDUPS = None
+        props_module._DECODERS.clear()
+        frames_module.decode_properties = props_module.decode_properties
+        pure = outcome(feed)
+    finally:
+        frames_module._CONTENT_FAST = saved
+        spec._install_decoders(SPEEDUPS)
+        props_module._install(SPEEDUPS)
+        props_module.SPEEDUPS = SPEEDUPS
+        props_module._DECODERS.clear()
+        frames_module.decode_properties = props_module.decode_properties
+    assert compiled == pure
+
+
+@pytest.mark.parametrize("kw", [{"max_body_size": 2**70}, {"frame_max": 2**70},
+                                {"max_body_size": -1}, {"max_body_size": 3}, {"frame_max": 0}])
+def test_decoder_limits_of_any_size(kw):
+    """Limits that do not fit a C integer or reject the body give what pure Python gives."""
+    wire = encode_message(1, spec.Basic.Publish(), BasicProperties(delivery_mode=2), b"body")
+
+    def feed():
+        return Decoder(**kw).feed(wire)
+
+    compiled = outcome(feed)
+    saved = frames_module._CONTENT_FAST
+    try:
+        frames_module._CONTENT_FAST = None
+        assert outcome(feed) == compiled
+    finally:
+        frames_module._CONTENT_FAST = saved
+    if "max_body_size" in kw and kw["max_body_size"] < 4:
+        assert compiled[1] == 501  # FRAME_ERROR: body over the limit
+    else:
+        assert compiled[0] == "ok"
+
+
+@pytest.mark.parametrize("body", [b"", b"x" * 100])
+def test_pure_python_fast_path_with_and_without_a_body(monkeypatch, body):
+    """The pure-Python content fast path of Decoder._parse, whichever implementation is built."""
+    monkeypatch.setattr(frames_module, "_CONTENT_FAST", None)
+    p = BasicProperties(content_type="t", headers={"a": 1})
+    m = spec.Basic.Deliver("c", 7, True, "e", "r")
+    wire = encode_message(3, m, p, body) * 2
+    assert Decoder().feed(wire) == [ContentMessage(3, m, p, body)] * 2
