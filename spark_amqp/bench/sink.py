@@ -30,8 +30,8 @@ without ``--durable-queue`` "persistent" costs the broker little. Contenders:
    (Python worker start-up).
 
 CPU columns (Linux ``/proc``; "-" where not measurable): **broker CPU µs/msg** is the CPU
-time of the RabbitMQ node (the local ``beam.smp`` process; the embedded broker shares the
-benchmark's process, so it is not separated) divided by the messages; **publisher CPU µs/msg**
+time of the broker process (the local RabbitMQ node's ``beam.smp``; the embedded broker runs
+in its own process, ``spark_amqp.broker.serve``, like RabbitMQ) divided by the messages; **publisher CPU µs/msg**
 is the CPU time of the publishing side: pika's process, the client processes, or for the sink
 the whole benchmark process tree (Spark's JVM, its Python workers, the driver). On a 2-core
 machine, rate × (broker + publisher CPU per message) cannot exceed 2 CPU-seconds per second.
@@ -75,8 +75,9 @@ def _proc_cpu(pid: int, children: bool = True) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _tree_cpu(root: int) -> float:
-    """CPU seconds of ``root`` and all its descendants (alive or reaped by one of them)."""
+def _tree_cpu(root: int, exclude: int | None = None) -> float:
+    """CPU seconds of ``root`` and all its descendants (alive or reaped by one of them),
+    leaving out the subtree of ``exclude`` (the embedded broker's process)."""
     parents: dict[int, int] = {}
     try:
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
@@ -92,7 +93,7 @@ def _tree_cpu(root: int) -> float:
     while todo:
         p = todo.pop()
         for c, pp in parents.items():
-            if pp == p and c not in tree:
+            if pp == p and c not in tree and c != exclude:
                 tree.add(c)
                 todo.append(c)
     return sum(_proc_cpu(p) for p in tree)
@@ -124,14 +125,14 @@ class CpuMeter:
 
     def __enter__(self) -> "CpuMeter":
         self._b0 = _proc_cpu(self.broker_pid, False) if self.broker_pid else None
-        self._p0 = _tree_cpu(self.publisher_pid) if self.publisher_pid else None
+        self._p0 = _tree_cpu(self.publisher_pid, self.broker_pid) if self.publisher_pid else None
         return self
 
     def stop(self) -> None:
         if self._b0 is not None:
             self.broker = _proc_cpu(self.broker_pid, False) - self._b0  # type: ignore[arg-type]
         if self._p0 is not None:
-            self.publisher = _tree_cpu(self.publisher_pid) - self._p0  # type: ignore[arg-type]
+            self.publisher = _tree_cpu(self.publisher_pid, self.broker_pid) - self._p0  # type: ignore[arg-type]
 
     def __exit__(self, *exc) -> None:
         pass
@@ -346,10 +347,11 @@ def _row(label: str, rate: float, n: int, r: dict, extra: str = "") -> None:
           f"   publisher CPU {_us(r.get('publisher_cpu'), n):>6} µs/msg{extra}", flush=True)
 
 
-def run_broker(name: str, url: str, args, spark) -> None:
+def run_broker(name: str, url: str, args, spark, broker_pid: int | None = None) -> None:
     t = Target(url, durable_queue=args.durable_queue)
     rows, size, parts = args.rows, args.body_size, args.partitions
-    broker_pid = _rabbitmq_pid(url) if name == "RabbitMQ" else None
+    if broker_pid is None:
+        broker_pid = _rabbitmq_pid(url)
     print(f"\n== {name} ({url.split('@')[-1]}): {rows:,} rows x {size} B, message_id, "
           f"direct exchange -> 1 {'durable' if args.durable_queue else 'non-durable'} queue ==",
           flush=True)
@@ -400,10 +402,12 @@ def main(argv=None) -> int:
         if args.broker in ("rabbitmq", "both"):
             run_broker("RabbitMQ", RABBITMQ_URL, args, spark)
         if args.broker in ("embedded", "both"):
-            from spark_amqp import EmbeddedBroker
+            from .broker import _BrokerProcess
 
-            with EmbeddedBroker() as broker:
-                run_broker("embedded broker", broker.url, args, spark)
+            # in its own process, as RabbitMQ runs in its own: in this process it would share
+            # the GIL with the pika loop (halving pika's rate) but not with the sink's workers
+            with _BrokerProcess() as broker:
+                run_broker("embedded broker", broker.url, args, spark, broker.proc.pid)
     finally:
         spark.stop()
     return 0
