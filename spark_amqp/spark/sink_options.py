@@ -48,18 +48,18 @@ Spark itself adds some keys to the options of a write (``path`` for ``save(path)
 ``checkpointLocation`` / ``queryName`` style keys for streams); those are accepted and ignored,
 as are the source-only options of the ``amqp`` data source (``SOURCE_ONLY_OPTIONS``, from
 :data:`spark_amqp.spark.options.KNOWN_OPTIONS`), so one options dict can serve both directions.
-TLS / ``heartbeat`` / ``connectionTimeout`` options are spelled and parsed as the source's.
+``uri``, TLS, ``heartbeat`` and ``connectionTimeout`` are parsed by
+:mod:`spark_amqp.spark.connection_options` (shared with the source).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .options import DEFAULT_URI
+from .connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
+                                 parse_uri_option)
 
 __all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS",
            "MESSAGE_ID_MODES", "ON_RETURN_MODES"]
@@ -79,15 +79,12 @@ class SinkOptionError(ValueError):
 MESSAGE_ID_MODES = ("auto", "column", "deterministic", "none")
 ON_RETURN_MODES = ("fail", "ignore")
 _BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
-_VERIFY_MODES = ("verify_peer", "verify_none", "true", "false")
 
 # documented spelling, keyed by the lower-cased key Spark hands us
-SINK_OPTIONS = {k.lower(): k for k in (
-    "uri", "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
+SINK_OPTIONS = {**{k.lower(): k for k in (
+    "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
     "confirmTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable", "messageId",
-    "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",
-    "connectionTimeout",
-)}
+)}, **CONNECTION_OPTIONS}
 
 # keys Spark or the source side may put in the same dict; accepted and ignored by the sink
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
@@ -196,12 +193,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if ignored:
         log.warning("amqp sink: source-only option(s) %s have no effect on a write",
                     ", ".join(ignored))
-    uri = opts.get("uri", DEFAULT_URI).strip() or DEFAULT_URI
-    if not re.match(r"^amqps?://", uri, re.IGNORECASE):
-        raise SinkOptionError(f"option uri must start with amqp:// or amqps://, got "
-                              f"{_redact(uri)!r}")
-
-    kw: dict = {}
+    uri = parse_uri_option(opts, SinkOptionError)
     on_return = _choice("onReturn", opts["onreturn"], ON_RETURN_MODES) if "onreturn" in opts \
         else "fail"
     mandatory = _bool("mandatory", opts["mandatory"]) if "mandatory" in opts else False
@@ -232,32 +224,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if "exchangetype" in opts and not declare:
         raise SinkOptionError("option exchangeType only applies with declareExchange=true")
 
-    tls = [k for k in ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
-           if k in opts]
-    if tls and not uri.lower().startswith("amqps://"):
-        raise SinkOptionError(f"TLS option(s) {', '.join(SINK_OPTIONS[k] for k in tls)} need an "
-                              "amqps:// uri")
-    for k in ("cacertfile", "certfile", "keyfile"):
-        if k in opts:
-            kw[k] = opts[k]
-    if "verify" in opts:
-        # the client takes "verify_peer" | "verify_none" (ConnectionParameters.verify)
-        v = _choice("verify", opts["verify"], _VERIFY_MODES)
-        kw["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
-    if "servernameindication" in opts:
-        kw["server_name_indication"] = opts["servernameindication"]
-    if "heartbeat" in opts:
-        kw["heartbeat"] = _int("heartbeat", opts["heartbeat"], 0, 65535)
-    if "connectiontimeout" in opts:
-        raw = opts["connectiontimeout"]
-        try:
-            secs = float(raw)
-        except ValueError:
-            secs = float("nan")
-        if not math.isfinite(secs) or secs <= 0:
-            raise SinkOptionError(f"option connectionTimeout={raw!r} is not allowed; allowed: "
-                                  "a number of seconds > 0")
-        kw["connection_timeout"] = secs
+    kw = parse_connection_options(opts, uri, SinkOptionError)
 
     return SinkOptions(
         uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
@@ -265,8 +232,3 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         confirm_timeout=timeout_ms / 1000.0, declare_exchange=declare, exchange_type=ex_type,
         exchange_durable=durable, message_id=message_id, connect_kwargs=tuple(sorted(kw.items())),
     )
-
-
-def _redact(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for error messages and logs)."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", uri)

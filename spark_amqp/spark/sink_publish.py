@@ -89,7 +89,16 @@ class TaskPublisher:
         self.close()
 
     # -- connection ---------------------------------------------------------------------
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Connect and put a channel in confirm mode now (:meth:`publish` does it on first
+        use; an empty partition never calls either). Idempotent.
+
+        Raises:
+            AmqpSinkError: the connection, ``exchange.declare`` (``declareExchange``) or
+                ``confirm.select`` failed (names the broker's reply or the socket error).
+        """
+        if self._ch is not None:
+            return
         from ..client import connect
 
         o = self.options
@@ -130,7 +139,7 @@ class TaskPublisher:
         if not messages:
             return
         if self._ch is None:
-            self._open()
+            self.open()
         st = self.stats
         limit = min(CHUNK_MESSAGES, self.options.max_in_flight)
         i, n = 0, len(messages)

@@ -325,10 +325,13 @@ def test_lost_connection_fails_the_save(spark, broker_url, unique):
     proxy = CuttableProxy(broker_url)
 
     def cut_when_publishing():
+        # both tasks connected and past their handshakes (a cut during one is reported as the
+        # broker refusing the login, not as a lost connection); 150,000 rows per task take
+        # seconds to publish, so the cut still comes mid-publish
         deadline = time.monotonic() + 60
-        while proxy.accepted == 0 and time.monotonic() < deadline:
+        while proxy.accepted < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        time.sleep(0.3)
+        time.sleep(1.0)
         proxy.cut()
 
     threading.Thread(target=cut_when_publishing, daemon=True).start()

@@ -1,0 +1,125 @@
+"""Connection options shared by the ``amqp`` source and sink: ``uri``, TLS, heartbeat, timeout.
+
+Parses the part of Spark's option dict (keys lower-cased, values strings; lessons §1.4) that
+says how to reach the broker, into keyword arguments for :func:`spark_amqp.client.connect`.
+No I/O. Every error names the option, the value given and the allowed values, and is raised
+as the caller's error type (``error``: a ``ValueError`` subclass such as the sink's
+``SinkOptionError``), so each side keeps its own exception type with one wording.
+
+=========================  ==============================================================
+option                     meaning (client keyword)
+=========================  ==============================================================
+``uri``                    ``amqp://`` or ``amqps://`` URI (RabbitMQ "URI Specification");
+                           default :data:`DEFAULT_URI`
+``cacertfile``             CA bundle for ``amqps://`` (``cacertfile``)
+``certfile``, ``keyfile``  client certificate and key (``certfile``, ``keyfile``)
+``verify``                 ``verify_peer`` | ``verify_none`` | ``true`` | ``false``
+                           (``verify``: ``verify_peer`` or ``verify_none``)
+``serverNameIndication``   TLS SNI / host name to check (``server_name_indication``)
+``heartbeat``              heartbeat seconds asked of the broker, 0..65535, 0 disables
+``connectionTimeout``      TCP connect + handshake timeout, seconds > 0
+=========================  ==============================================================
+
+TLS options with a plain ``amqp://`` URI are rejected (they would be silently unused).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping, Type
+
+__all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
+           "parse_connection_options", "redact_uri"]
+
+DEFAULT_URI = "amqp://guest:guest@localhost:5672/%2F"
+#: lower-cased key -> documented spelling, for the options this module parses
+CONNECTION_OPTIONS = {k.lower(): k for k in (
+    "uri", "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",
+    "connectionTimeout")}
+#: the TLS options (lower-cased), which need an ``amqps://`` URI
+TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
+_VERIFY_MODES = ("verify_peer", "verify_none", "true", "false")
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` with any password replaced by ``***`` (for error messages and logs)."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", uri)
+
+
+def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueError) -> str:
+    """The ``uri`` option (stripped; :data:`DEFAULT_URI` when absent or empty).
+
+    Args:
+        opts: options with lower-cased keys.
+        error: exception class raised on a bad value.
+
+    Raises:
+        error: the URI does not start with ``amqp://`` or ``amqps://`` (password redacted).
+    """
+    uri = str(opts.get("uri", DEFAULT_URI) or "").strip() or DEFAULT_URI
+    if not re.match(r"^amqps?://", uri, re.IGNORECASE):
+        raise error(f"option uri must start with amqp:// or amqps://, got {redact_uri(uri)!r}"
+                    f" (e.g. {DEFAULT_URI})")
+    return uri
+
+
+def parse_connection_options(opts: Mapping[str, str], uri: str,
+                             error: Type[ValueError] = ValueError) -> dict[str, Any]:
+    """Keyword arguments for :func:`spark_amqp.client.connect` from the TLS, ``heartbeat`` and
+    ``connectionTimeout`` options (absent options are left out: the client's defaults apply).
+
+    Args:
+        opts: options with lower-cased keys (other keys are ignored).
+        uri: the parsed ``uri`` (:func:`parse_uri_option`), to check TLS against its scheme.
+        error: exception class raised on a bad value.
+
+    Returns:
+        dict with some of ``cacertfile``, ``certfile``, ``keyfile`` (str), ``verify``
+        (``"verify_peer"`` | ``"verify_none"``), ``server_name_indication`` (str),
+        ``heartbeat`` (int seconds), ``connection_timeout`` (float seconds).
+
+    Raises:
+        error: TLS options with an ``amqp://`` URI; ``verify`` not one of verify_peer |
+            verify_none | true | false; ``heartbeat`` not an integer in 0..65535;
+            ``connectionTimeout`` not a finite number > 0.
+    """
+    kw: dict[str, Any] = {}
+    tls = [k for k in TLS_OPTIONS if k in opts]
+    if tls and not uri.lower().startswith("amqps://"):
+        raise error(f"TLS option(s) {', '.join(CONNECTION_OPTIONS[k] for k in tls)} need an "
+                    "amqps:// uri")
+    for k in ("cacertfile", "certfile", "keyfile"):
+        if k in opts:
+            kw[k] = str(opts[k])
+    if "verify" in opts:
+        raw = str(opts["verify"])
+        v = raw.strip().lower()
+        if v not in _VERIFY_MODES:
+            raise error(f"option verify={raw!r} is not allowed; allowed: "
+                        + " | ".join(_VERIFY_MODES))
+        # the client takes "verify_peer" | "verify_none" (ConnectionParameters.verify)
+        kw["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
+    if "servernameindication" in opts:
+        kw["server_name_indication"] = str(opts["servernameindication"])
+    if "heartbeat" in opts:
+        raw = str(opts["heartbeat"])
+        try:
+            hb = int(raw.strip())
+        except ValueError:
+            hb = -1
+        if not 0 <= hb <= 65535:
+            raise error(f"option heartbeat={raw!r} is not an integer in 0..65535 (seconds; "
+                        "0 disables heartbeats)")
+        kw["heartbeat"] = hb
+    if "connectiontimeout" in opts:
+        raw = str(opts["connectiontimeout"])
+        try:
+            secs = float(raw)
+        except ValueError:
+            secs = float("nan")
+        if not math.isfinite(secs) or secs <= 0:
+            raise error(f"option connectionTimeout={raw!r} is not allowed; allowed: a number "
+                        "of seconds > 0")
+        kw["connection_timeout"] = secs
+    return kw
