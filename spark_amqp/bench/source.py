@@ -1,7 +1,7 @@
 """Benchmark of the ``amqp`` streaming source, side by side with its two baselines, same run.
 
 ``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
-[--body-size 200] [--max-per-trigger 100000] [--prefetch 200000] [--per-partition 50000]
+[--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000]
 [--url amqp://...]``
 
 For each broker a unique non-durable queue is filled with ``--messages`` bodies of
@@ -10,7 +10,8 @@ For each broker a unique non-durable queue is filled with ``--messages`` bodies 
 - **pika loop** (the raw client rate): ``basic_qos(1000)``, ``basic_consume`` with a callback,
   manual ``basic_ack(multiple=True)`` every 100 messages, until the queue is empty.
 - **amqp source**: ``spark.readStream.format("amqp")`` with ``maxMessagesPerTrigger`` /
-  ``prefetch`` / ``maxMessagesPerPartition`` as given, ``trigger(availableNow=True)`` into the
+  ``prefetch`` / ``maxMessagesPerPartition`` as given (``prefetch`` left to the source's
+  default for that trigger size unless ``--prefetch`` is given), ``trigger(availableNow=True)`` into the
   ``noop`` sink; timed from ``start()`` to termination (query start-up included), plus the rate
   over the micro-batches alone (sum of ``triggerExecution``).
 - **ceiling**: a synthetic Python streaming data source with the same schema, the same batch
@@ -126,10 +127,12 @@ def _run_query(spark, df, tmpdir: str) -> SparkRun:
 
 
 def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
-    df = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
-          .option("maxMessagesPerTrigger", args.max_per_trigger)
-          .option("prefetch", args.prefetch)
-          .option("maxMessagesPerPartition", args.per_partition).load())
+    r = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+         .option("maxMessagesPerTrigger", args.max_per_trigger)
+         .option("maxMessagesPerPartition", args.per_partition))
+    if args.prefetch is not None:
+        r = r.option("prefetch", args.prefetch)
+    df = r.load()
     return _run_query(spark, df, tmpdir)
 
 
@@ -213,9 +216,17 @@ def main(argv=None) -> int:
     ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--body-size", type=int, default=200)
     ap.add_argument("--max-per-trigger", type=int, default=100_000)
-    ap.add_argument("--prefetch", type=int, default=200_000)
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="source prefetch per queue (default: the source's default for "
+                         "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=50_000)
     args = ap.parse_args(argv)
+    if args.prefetch is None:
+        from ..spark.options import default_prefetch
+
+        prefetch_text = f"{default_prefetch(args.max_per_trigger)} (source default)"
+    else:
+        prefetch_text = str(args.prefetch)
 
     import tempfile
 
@@ -282,7 +293,7 @@ def main(argv=None) -> int:
     spark.stop()
 
     print(f"\nmessages={n} body={args.body_size}B maxMessagesPerTrigger={args.max_per_trigger} "
-          f"prefetch={args.prefetch} maxMessagesPerPartition={args.per_partition}")
+          f"prefetch={prefetch_text} maxMessagesPerPartition={args.per_partition}")
     print(f"{'broker':<10}{'pika loop':>14}{'amqp source':>14}{'ceiling':>14}"
           f"{'src/pika':>10}{'src/ceil':>10}   (rows/s, wall incl. query start)")
     for b, pika_rate, src, ceil in results:

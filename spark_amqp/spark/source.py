@@ -353,9 +353,15 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for the rest, then plan what is buffered (see that constant)."""
         idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
         fill_deadline = time.monotonic() + _AVAILABLE_NOW_FILL_WAIT
+        o = self.options
+        window = o.consumers_per_queue * o.prefetch_per_consumer  # 0 = unlimited
+        bufs = self._session.buffers
         while True:
             goal = fair_split({q: t for q, t in self._targets.items()}, max_rows)
-            if all(want.get(q, 0) >= g for q, g in goal.items()):
+            # a queue whose prefetch window is full gets nothing more until this batch is
+            # acked (a prefetch below the trigger share): its part of the batch is complete
+            if all(want.get(q, 0) >= g or (window and bufs[q].received - bufs[q].acked >= window)
+                   for q, g in goal.items()):
                 return want
             if any(want.values()) and time.monotonic() >= fill_deadline:
                 return want  # plan what is here; the rest streams in during the batch

@@ -51,9 +51,19 @@ def test_options_defaults_and_prefetch_derivation():
     assert o.include_headers and not o.declare and o.max_messages_per_trigger is None
     o = parse_source_options({"queues": "a, b", "maxmessagespertrigger": "100000"})
     assert o.queues == ("a", "b") and o.per_queue_trigger_share == 50000
-    assert o.prefetch == 100000 and o.consumers_per_queue == 2
+    assert o.prefetch == 65535 and o.consumers_per_queue == 1     # share 50k fits one consumer
+    assert o.prefetch_per_consumer == 65535
+    o = parse_source_options({"queues": "a", "maxmessagespertrigger": "20000"})
+    assert o.prefetch == 40000 and o.consumers_per_queue == 1     # 2 x share fits one consumer
+    o = parse_source_options({"queues": "a", "maxmessagespertrigger": "100"})
+    assert o.prefetch == 1000
+    o = parse_source_options({"queues": "a", "maxmessagespertrigger": "100000"})
+    assert o.prefetch == 200000 and o.consumers_per_queue == 4    # share above one consumer's max
     assert o.prefetch_per_consumer == 50000
     assert parse_source_options({"queue": "a", "prefetch": "0"}).consumers_per_queue == 1
+    # a prefetch below the trigger share only caps the batch (no stall on PySpark 4.2+)
+    o = parse_source_options({"queue": "a", "maxmessagespertrigger": "1000", "prefetch": "10"})
+    assert o.prefetch == 10 and o.per_queue_trigger_share == 1000
     o = parse_source_options({"queue": "q", "queuearguments": '{"x-queue-type": "quorum"}',
                               "declare": "TRUE", "verify": "verify_none", "heartbeat": "10"})
     assert o.queue_arguments == {"x-queue-type": "quorum"} and o.declare
@@ -74,7 +84,6 @@ def test_options_defaults_and_prefetch_derivation():
     ({"queue": "a", "queuearguments": "[1]"}, "option 'queueArguments'"),
     ({"queue": "a", "queuearguments": "{bad"}, "option 'queueArguments'"),
     ({"queue": "a", "verify": "maybe"}, "option 'verify'"),
-    ({"queue": "a", "maxmessagespertrigger": "1000", "prefetch": "10"}, "option 'prefetch'.*stalls"),
 ])
 def test_bad_options_name_the_option(opts, match):
     with pytest.raises(ValueError, match=match):
@@ -398,6 +407,32 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     e2 = r.latestOffset(e1, ReadMaxRows(10))
     assert SourceOffset.from_dict(e2).as_map() == {"a": 10}
     assert r.latestOffset(e2, ReadMaxRows(10)) == e2   # snapshot done
+    assert len(broker.acked["a"]) == 10
+    r.stop()
+
+
+def test_available_now_window_smaller_than_the_batch_neither_waits_nor_stalls():
+    """A prefetch below the trigger share: Trigger.AvailableNow plans the batch as soon as the
+    window is full (no fill-wait), and acking it at the next latestOffset reopens the window, so
+    the run reads every snapshotted message in window-sized batches."""
+    import time
+
+    broker = FakeBroker(["a"])
+    for i in range(10):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="10", prefetch="4", availableNowIdleTimeout="30")
+    r.prepareForTriggerAvailableNow()
+    s = r.initialOffset()
+    ends = []
+    t0 = time.monotonic()
+    while True:
+        e = r.latestOffset(s, ReadMaxRows(10))
+        if e == s:
+            break
+        ends.append(SourceOffset.from_dict(e).as_map()["a"])
+        s = e
+    assert time.monotonic() - t0 < 0.4            # never waited for a batch that cannot fill
+    assert ends == [4, 8, 10]
     assert len(broker.acked["a"]) == 10
     r.stop()
 
