@@ -30,9 +30,9 @@ queueArguments             JSON object of queue arguments for declare   {}
                            (e.g. {"x-queue-type": "quorum"})
 heartbeat                  heartbeat seconds asked of the broker        client default
 connectionTimeout          socket connect timeout, seconds              client default
-cacertfile, certfile,      TLS for amqps:// (passed to the client)      unset
-keyfile, verify,
-serverNameIndication
+cacertfile, certfile,      TLS for amqps:// (passed to the client;      unset
+keyfile, verify,           rejected with an amqp:// uri, where they
+serverNameIndication       would be silently unused)
 failOnDataLoss             fail the query when a queue disappears       true
                            (404 on reconnect) instead of retrying
 availableNowIdleTimeout    Trigger.AvailableNow: seconds to wait for    5
@@ -64,12 +64,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import urlparse
+
+from .connection_options import DEFAULT_URI, parse_connection_options, parse_uri_option
 
 __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",
            "MAX_PREFETCH_PER_CONSUMER"]
 
-DEFAULT_URI = "amqp://guest:guest@localhost:5672/%2F"
 #: basic.qos prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), so one consumer gets at most this.
 MAX_PREFETCH_PER_CONSUMER = 65535
 DEFAULT_PREFETCH = 20000
@@ -147,9 +147,9 @@ class SourceOptions:
     declare: bool = False
     durable: bool = True
     queue_arguments: dict = field(default_factory=dict)
-    heartbeat: int | None = None
-    connection_timeout: float | None = None
-    tls: dict = field(default_factory=dict)
+    #: client keywords from the TLS, heartbeat and connectionTimeout options
+    #: (:func:`.connection_options.parse_connection_options`)
+    connection: dict = field(default_factory=dict)
     fail_on_data_loss: bool = True
     available_now_idle_timeout: float = 5.0
 
@@ -176,12 +176,7 @@ class SourceOptions:
 
     def client_kwargs(self) -> dict:
         """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
-        kw: dict[str, Any] = dict(self.tls)
-        if self.heartbeat is not None:
-            kw["heartbeat"] = self.heartbeat
-        if self.connection_timeout is not None:
-            kw["connection_timeout"] = self.connection_timeout
-        return kw
+        return dict(self.connection)
 
 
 def default_prefetch(share: int | None) -> int:
@@ -210,10 +205,8 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
             f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source; "
             f"known options: {', '.join(sorted(KNOWN_OPTIONS.values()))}.")
 
-    uri = str(o.get("uri", DEFAULT_URI)).strip()
-    scheme = urlparse(uri).scheme.lower()
-    if scheme not in ("amqp", "amqps"):
-        raise _err("uri", uri, "an amqp:// or amqps:// URI, e.g. " + DEFAULT_URI)
+    uri = parse_uri_option(o, ValueError)
+    connection = parse_connection_options(o, uri, ValueError)
 
     if "queue" in o and "queues" in o:
         raise ValueError("Options 'queue' and 'queues' of the amqp source are exclusive: "
@@ -249,21 +242,6 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
             raise _err("queueArguments", raw_args,
                        'a JSON object, e.g. {"x-queue-type": "quorum"}')
 
-    tls: dict[str, Any] = {}
-    for opt, kw in (("cacertfile", "cacertfile"), ("certfile", "certfile"),
-                    ("keyfile", "keyfile"), ("servernameindication", "server_name_indication")):
-        if opt in o:
-            tls[kw] = str(o[opt])
-    if "verify" in o:
-        v = str(o["verify"]).strip().lower()
-        if v not in ("verify_peer", "verify_none", "true", "false"):
-            raise _err("verify", o["verify"], "verify_peer, verify_none, true or false")
-        tls["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
-
-    heartbeat = _int(o, "heartbeat", minimum=0, default=None)
-    if heartbeat is not None and heartbeat > 65535:
-        raise _err("heartbeat", heartbeat, "an integer number of seconds in 0..65535")
-
     return SourceOptions(
         uri=uri,
         queues=queues,
@@ -274,9 +252,7 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         declare=_bool(o, "declare", False),
         durable=_bool(o, "durable", True),
         queue_arguments=queue_arguments,
-        heartbeat=heartbeat,
-        connection_timeout=_float(o, "connectionTimeout", default=None),
-        tls=tls,
+        connection=connection,
         fail_on_data_loss=_bool(o, "failOnDataLoss", True),
         available_now_idle_timeout=_float(o, "availableNowIdleTimeout", default=5.0),
     )

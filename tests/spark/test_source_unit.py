@@ -65,7 +65,8 @@ def test_options_defaults_and_prefetch_derivation():
     o = parse_source_options({"queue": "a", "maxmessagespertrigger": "1000", "prefetch": "10"})
     assert o.prefetch == 10 and o.per_queue_trigger_share == 1000
     o = parse_source_options({"queue": "q", "queuearguments": '{"x-queue-type": "quorum"}',
-                              "declare": "TRUE", "verify": "verify_none", "heartbeat": "10"})
+                              "declare": "TRUE", "uri": "amqps://h/%2F", "verify": "verify_none",
+                              "heartbeat": "10"})
     assert o.queue_arguments == {"x-queue-type": "quorum"} and o.declare
     assert o.client_kwargs() == {"verify": "verify_none", "heartbeat": 10}
 
@@ -76,14 +77,18 @@ def test_options_defaults_and_prefetch_derivation():
     ({"queues": "a,,b"}, "option 'queues'"),
     ({"queues": "a,a"}, "listed twice"),
     ({"queue": "a", "bogus": "1"}, "Unknown option.*'bogus'"),
-    ({"queue": "a", "uri": "http://x"}, "option 'uri'"),
+    ({"queue": "a", "uri": "http://x"}, "option uri"),
     ({"queue": "a", "prefetch": "-1"}, "option 'prefetch'"),
     ({"queue": "a", "maxmessagespertrigger": "0"}, "option 'maxMessagesPerTrigger'"),
     ({"queue": "a", "maxmessagesperpartition": "x"}, "option 'maxMessagesPerPartition'"),
     ({"queue": "a", "includeheaders": "yes"}, "option 'includeHeaders'.*true or false"),
     ({"queue": "a", "queuearguments": "[1]"}, "option 'queueArguments'"),
     ({"queue": "a", "queuearguments": "{bad"}, "option 'queueArguments'"),
-    ({"queue": "a", "verify": "maybe"}, "option 'verify'"),
+    ({"queue": "a", "uri": "amqps://h/", "verify": "maybe"}, "option verify='maybe'"),
+    # TLS options on a plain amqp:// uri would be silently unused
+    ({"queue": "a", "cacertfile": "/ca.pem"}, "cacertfile need an amqps:// uri"),
+    ({"queue": "a", "heartbeat": "70000"}, "option heartbeat='70000'.*0..65535"),
+    ({"queue": "a", "connectiontimeout": "0"}, "option connectionTimeout"),
 ])
 def test_bad_options_name_the_option(opts, match):
     with pytest.raises(ValueError, match=match):
