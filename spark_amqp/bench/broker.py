@@ -32,6 +32,8 @@ import threading
 import time
 import uuid
 
+from .common import BrokerProcess
+
 RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 
 
@@ -177,37 +179,6 @@ def run_suite(name: str, url: str, args, with_client: bool) -> dict[str, float]:
     return res
 
 
-class _BrokerProcess:
-    """The embedded broker in its own process (``serve()``), as RabbitMQ runs in its own."""
-
-    def __init__(self):
-        import socket
-        import subprocess
-        import sys
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([sys.executable, "-c",
-                                      "import logging; logging.basicConfig(level=logging.WARNING); "
-                                      f"from spark_amqp.broker import serve; serve('127.0.0.1', {self.port})"])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait(30)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m spark_amqp.bench.broker", description=__doc__.split("\n")[0])
     p.add_argument("--messages", type=int, default=100_000, help="messages per pika figure")
@@ -225,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_amqp import EmbeddedBroker
 
     results: dict[str, dict[str, float]] = {}
-    with (EmbeddedBroker() if args.in_process else _BrokerProcess()) as broker:
+    with (EmbeddedBroker() if args.in_process else BrokerProcess()) as broker:
         results["embedded"] = run_suite("embedded", broker.url, args, True)
     if not args.no_rabbitmq:
         try:

@@ -50,6 +50,8 @@ import sys
 import time
 import uuid
 
+from .common import BrokerProcess, local_spark
+
 RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 #: the sink's default maxInFlight (spark_amqp.spark.sink_options)
 SINK_WINDOW = 10000
@@ -298,21 +300,9 @@ def bench_client(t: Target, rows: int, size: int, processes: int, confirm: bool,
 
 
 def make_spark(partitions: int):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import spark_amqp
-
-    spark = (SparkSession.builder.master("local[2]").appName("spark-amqp-bench-sink")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(partitions))
-             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_amqp.register(spark)
-    return spark
+    return local_spark("spark-amqp-bench-sink", **{
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000"})
 
 
 def bench_sink(spark, t: Target, rows: int, size: int, partitions: int, broker_pid) -> dict:
@@ -402,12 +392,10 @@ def main(argv=None) -> int:
         if args.broker in ("rabbitmq", "both"):
             run_broker("RabbitMQ", RABBITMQ_URL, args, spark)
         if args.broker in ("embedded", "both"):
-            from .broker import _BrokerProcess
-
             # in its own process, as RabbitMQ runs in its own: in this process it would share
             # the GIL with the pika loop (halving pika's rate) but not with the sink's workers
-            with _BrokerProcess() as broker:
-                run_broker("embedded broker", broker.url, args, spark, broker.proc.pid)
+            with BrokerProcess() as broker:
+                run_broker("embedded broker", broker.url, args, spark, broker.pid)
     finally:
         spark.stop()
     return 0

@@ -27,28 +27,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
 
+from .common import BrokerProcess, local_spark
+
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 # --------------------------------------------------------------------------- brokers
-
-def _start_embedded() -> tuple[subprocess.Popen, str]:
-    code = ("import sys, time\nfrom spark_amqp import EmbeddedBroker\n"
-            "b = EmbeddedBroker().start()\nprint(b.url, flush=True)\n"
-            "sys.stdin.read()\nb.stop()\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    url = p.stdout.readline().strip()
-    if not url:
-        raise RuntimeError("embedded broker did not start")
-    return p, url
-
 
 def _fill(url: str, queue: str, n: int, body: bytes) -> None:
     from ..client import connect
@@ -230,17 +219,7 @@ def main(argv=None) -> int:
 
     import tempfile
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import spark_amqp
-
-    spark = (SparkSession.builder.master("local[2]").appName("bench-source")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_amqp.register(spark)
+    spark = local_spark("bench-source")
     body = b"x" * args.body_size
     n = args.messages
     brokers = ["embedded", "rabbitmq"] if args.broker == "both" else [args.broker]
@@ -258,11 +237,8 @@ def main(argv=None) -> int:
               f"{ceiling.phase_text()})",
               flush=True)
         for b in brokers:
-            proc = None
-            if b == "embedded":
-                proc, url = _start_embedded()
-            else:
-                url = args.url
+            proc = BrokerProcess() if b == "embedded" else None
+            url = proc.url if proc is not None else args.url
             queue = f"bench-source-{uuid.uuid4().hex[:8]}"
             try:
                 from ..client import connect
@@ -288,8 +264,7 @@ def main(argv=None) -> int:
                 except Exception:  # noqa: BLE001
                     pass
                 if proc is not None:
-                    proc.stdin.close()
-                    proc.wait(timeout=30)
+                    proc.stop()
     spark.stop()
 
     print(f"\nmessages={n} body={args.body_size}B maxMessagesPerTrigger={args.max_per_trigger} "

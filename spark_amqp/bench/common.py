@@ -1,0 +1,67 @@
+"""Pieces shared by the benchmarks: the embedded broker in its own process and the local
+SparkSession they run Spark contenders in."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+__all__ = ["BrokerProcess", "local_spark"]
+
+
+class BrokerProcess:
+    """The embedded broker in its own process (``spark_amqp.broker.serve()``, in memory, an
+    ephemeral port), as RabbitMQ runs in its own: in the benchmark's process it would share the
+    GIL with the baselines. ``url`` is its AMQP URI; use as a context manager (SIGTERM on exit).
+    ``pid``: the process id, to measure its CPU."""
+
+    def __init__(self, start_timeout: float = 20.0):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen([sys.executable, "-c",
+                                      "import logging; logging.basicConfig(level=logging.WARNING); "
+                                      f"from spark_amqp.broker import serve; serve('127.0.0.1', {self.port})"])
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + start_timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    def __enter__(self) -> "BrokerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """SIGTERM the broker and wait for it to exit."""
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def local_spark(app_name: str, **conf: str):
+    """A ``local[2]`` SparkSession with the UI and progress bars off, ERROR logs, UTC session
+    time zone, the ``amqp`` data source registered, and ``conf`` (Spark conf keys -> values)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_amqp
+
+    builder = (SparkSession.builder.master("local[2]").appName(app_name)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_amqp.register(spark)
+    return spark
