@@ -5,6 +5,7 @@ use (the compiled one when built; ``SPARK_AMQP_PURE_PYTHON=1`` forces pure Pytho
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -24,6 +25,27 @@ SPEEDUPS = props_module.SPEEDUPS
 needs_speedups = pytest.mark.skipif(
     SPEEDUPS is None and os.environ.get("SPARK_AMQP_REQUIRE_SPEEDUPS") != "1",
     reason="compiled fast paths not built or SPARK_AMQP_PURE_PYTHON=1")
+
+
+@contextlib.contextmanager
+def installed(speedups):
+    """Every codec entry point switched to ``speedups`` (None = pure Python) for the block: the
+    content fast path, the method decoders, the property codec; restored afterwards."""
+    def install(s):
+        frames_module._CONTENT_FAST = frames_module._content_fast(s)
+        spec._install_decoders(s)
+        props_module._install(s)
+        props_module.SPEEDUPS = s
+        props_module._DECODERS.clear()
+        frames_module.decode_properties = props_module.decode_properties
+
+    install(speedups)
+    try:
+        yield
+    finally:
+        install(SPEEDUPS)
+
+
 DIFF = settings(max_examples=int(os.environ.get("AMQP_FUZZ_EXAMPLES", "300")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -188,22 +210,8 @@ def test_mutated_messages_same_events_or_same_error_as_pure_python(method, chann
         return dec.feed(wire), dec.buffered, dec.pending_channels()
 
     compiled = outcome(feed)
-    saved = frames_module._CONTENT_FAST
-    try:  # everything pure Python: the fast path, method and property decoders
-        frames_module._CONTENT_FAST = None
-        spec._install_decoders(None)
-        props_module._install(None)
-        props_module.SPEEDUPS = None
-        props_module._DECODERS.clear()
-        frames_module.decode_properties = props_module.decode_properties
+    with installed(None):  # everything pure Python: the fast path, method and property decoders
         pure = outcome(feed)
-    finally:
-        frames_module._CONTENT_FAST = saved
-        spec._install_decoders(SPEEDUPS)
-        props_module._install(SPEEDUPS)
-        props_module.SPEEDUPS = SPEEDUPS
-        props_module._DECODERS.clear()
-        frames_module.decode_properties = props_module.decode_properties
     assert compiled == pure
 
 
