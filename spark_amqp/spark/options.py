@@ -65,7 +65,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .connection_options import DEFAULT_URI, parse_connection_options, parse_uri_option
+from .connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
+                                 parse_uri_option)
 
 __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",
            "MAX_PREFETCH_PER_CONSUMER"]
@@ -77,14 +78,13 @@ DEFAULT_MAX_PER_PARTITION = 50000
 
 _BOOL = {"true": True, "false": False}
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.
-KNOWN_OPTIONS = {
+KNOWN_OPTIONS = {**{
     k.lower(): k for k in (
-        "uri", "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
-        "includeHeaders", "declare", "durable", "queueArguments", "heartbeat", "connectionTimeout",
-        "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "failOnDataLoss",
+        "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
+        "includeHeaders", "declare", "durable", "queueArguments", "failOnDataLoss",
         "availableNowIdleTimeout",
     )
-}
+}, **CONNECTION_OPTIONS}
 #: Options the sink understands and the source ignores are not accepted here: the source fails on
 #: any option not in KNOWN_OPTIONS, so typos surface at load()/start().
 
