@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from urllib.parse import urlsplit, urlunsplit
 
 import click
+
+from ..client.uri import redact_uri as redact
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -23,15 +24,6 @@ def uri_option(f):
         "--uri", default=lambda: os.environ.get("SPARK_AMQP_URI", DEFAULT_URI),
         show_default="$SPARK_AMQP_URI or " + DEFAULT_URI,
         help="AMQP URI of the broker (amqp://user:pass@host:port/vhost; amqps:// for TLS).")(f)
-
-
-def redact(uri: str) -> str:
-    """``uri`` with the password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @contextlib.contextmanager

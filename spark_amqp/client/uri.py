@@ -36,11 +36,12 @@ parameters raise ``ValueError`` (a typo should not be silently ignored).
 from __future__ import annotations
 
 import dataclasses
+import re
 import ssl
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-__all__ = ["ConnectionParameters", "parse_uri", "DEFAULT_URI"]
+__all__ = ["ConnectionParameters", "parse_uri", "redact_uri", "DEFAULT_URI"]
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 _MECHANISMS = ("PLAIN", "EXTERNAL", "AMQPLAIN")
@@ -170,6 +171,12 @@ class ConnectionParameters:
         host = f"[{self.host}]" if ":" in self.host else self.host
         from urllib.parse import quote
         return f"{scheme}://{quote(self.username, safe='')}@{host}:{self.port}/{quote(self.vhost, safe='')}"
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` (any string, parsable or not) with its password replaced by ``***``, for error
+    messages and logs; a URI without a password is returned unchanged."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", uri)
 
 
 def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:

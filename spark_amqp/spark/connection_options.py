@@ -29,6 +29,8 @@ import math
 import re
 from typing import Any, Mapping, Type
 
+from ..client.uri import redact_uri
+
 __all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
            "parse_connection_options", "redact_uri"]
 
@@ -40,11 +42,6 @@ CONNECTION_OPTIONS = {k.lower(): k for k in (
 #: the TLS options (lower-cased), which need an ``amqps://`` URI
 TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
 _VERIFY_MODES = ("verify_peer", "verify_none", "true", "false")
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for error messages and logs)."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", uri)
 
 
 def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueError) -> str:
