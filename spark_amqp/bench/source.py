@@ -1,7 +1,7 @@
 """Benchmark of the ``amqp`` streaming source, side by side with its two baselines, same run.
 
 ``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
-[--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000]
+[--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000] [--cpu]
 [--url amqp://...]``
 
 For each broker a unique non-durable queue is filled with ``--messages`` bodies of
@@ -33,6 +33,7 @@ import uuid
 from dataclasses import dataclass
 
 from .common import BrokerProcess, local_spark
+from .cpu import CpuAccount
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -209,6 +210,10 @@ def main(argv=None) -> int:
                     help="source prefetch per queue (default: the source's default for "
                          "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=50_000)
+    ap.add_argument("--cpu", action="store_true",
+                    help="also print the CPU-seconds of each kind of process (Spark JVM, source "
+                         "runner, Python workers, broker, this process) during each contender "
+                         "(Linux /proc; bench/cpu.py)")
     args = ap.parse_args(argv)
     if args.prefetch is None:
         from ..spark.options import default_prefetch
@@ -231,11 +236,14 @@ def main(argv=None) -> int:
         warm = min(n, 2 * args.per_partition)
         ceiling_run(spark, argparse.Namespace(**{**vars(args), "messages": warm,
                                                  "max_per_trigger": warm}), tmp)
-        ceiling = ceiling_run(spark, args, tmp)
+        with CpuAccount() as acct:
+            ceiling = ceiling_run(spark, args, tmp)
         print(f"ceiling (synthetic source, no broker): {n / ceiling.wall:,.0f} rows/s wall, "
               f"{n / ceiling.batches_s:,.0f} rows/s in batches ({ceiling.batches} batches; "
               f"{ceiling.phase_text()})",
               flush=True)
+        if args.cpu:
+            print(acct.report("the ceiling"), flush=True)
         for b in brokers:
             proc = BrokerProcess() if b == "embedded" else None
             url = proc.url if proc is not None else args.url
@@ -246,16 +254,22 @@ def main(argv=None) -> int:
                 with connect(url) as c:
                     c.channel().queue_declare(queue)
                 _fill(url, queue, n, body)
-                t_pika = pika_loop(url, queue, n)
+                with CpuAccount() as acct:
+                    t_pika = pika_loop(url, queue, n)
                 print(f"[{b}] pika loop: {n / t_pika:,.0f} msg/s", flush=True)
+                if args.cpu:
+                    print(acct.report(f"the pika loop ({b})"), flush=True)
                 _fill(url, queue, n, body)
-                src = source_run(spark, url, queue, args, tmp)
+                with CpuAccount() as acct:
+                    src = source_run(spark, url, queue, args, tmp)
                 if src.rows != n:
                     print(f"[{b}] WARNING: source read {src.rows} rows, expected {n}")
                 print(f"[{b}] amqp source: {n / src.wall:,.0f} rows/s wall, "
                       f"{n / src.batches_s:,.0f} rows/s in batches ({src.batches} batches; "
                       f"{src.phase_text()})",
                       flush=True)
+                if args.cpu:
+                    print(acct.report(f"the amqp source ({b})"), flush=True)
                 results.append((b, n / t_pika, src, ceiling))
             finally:
                 try:
