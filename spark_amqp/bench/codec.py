@@ -20,6 +20,9 @@ header table values, the body). Ours: ``Decoder.feed(one message's bytes)`` → 
 ``ContentMessage``; pika: ``pika.frame.decode_frame`` over the same bytes until the three
 frames are out (the way pika's connection consumes its buffer). A second "ours" decode row
 feeds 64 KiB socket-sized reads holding many messages, as the client and broker do.
+Two more rows, ours only, are the Spark source's halves: the driver's raw-mode decoder cutting
+the deliveries out of 64 KiB reads as undecoded runs (``Decoder.raw_channels``), and the
+executors' column-wise decode of a partition's deliver frames (``deliver_columns``).
 
 The codec's compiled fast paths are used when built (``make venv`` builds them);
 ``SPARK_AMQP_PURE_PYTHON=1`` measures the pure-Python code.
@@ -114,6 +117,33 @@ def ours_decode_batched(wire: bytes, per_read: int = 65536):
     return run, msgs_per_read
 
 
+def ours_scan_raw_batched(deliver_wire, per_read: int = 65536):
+    """Raw mode (the Spark source's driver): deliveries cut as undecoded runs, 64 KiB reads.
+    ``deliver_wire(tag)``: one delivery's bytes (a run needs consecutive delivery tags)."""
+    msgs_per_read = max(1, per_read // len(deliver_wire(1)))
+    chunk = b"".join(deliver_wire(t) for t in range(1, msgs_per_read + 1))
+    dec = Decoder(FRAME_MAX)
+    dec.raw_channels.add(1)
+
+    def run(n: int) -> None:
+        feed = dec.feed
+        for _ in range(max(1, n // msgs_per_read)):
+            feed(chunk)
+    return run, msgs_per_read
+
+
+def ours_deliver_columns(wire: bytes, per_part: int = 1000):
+    """The source's executors: a partition's deliver frames decoded column-wise."""
+    from ..protocol.raw_deliveries import deliver_columns_fast
+
+    part = wire * per_part
+
+    def run(n: int) -> None:
+        for _ in range(max(1, n // per_part)):
+            deliver_columns_fast(part, per_part, True)
+    return run, per_part
+
+
 # ----------------------------------------------------------------------------- pika
 
 def pika_props():
@@ -202,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     for label, wire in (("decode publish, 64 KiB reads", pub_wire),
                         ("decode deliver, 64 KiB reads", del_wire)):
         fn, per = ours_decode_batched(wire)
+        batched.append((label, _best([(fn, per * 4)], s, r)[0]))
+    def deliver_wire(tag: int) -> bytes:
+        return encode_message(1, spec.Basic.Deliver("amq.ctag-bench", tag, False, EXCHANGE,
+                                                     ROUTING_KEY), _OURS_PROPS, BODY, FRAME_MAX)
+
+    for label, (fn, per) in (("raw scan deliver, 64 KiB reads", ours_scan_raw_batched(deliver_wire)),
+                             ("deliver frames to columns", ours_deliver_columns(del_wire))):
         batched.append((label, _best([(fn, per * 4)], s, r)[0]))
 
     print(f"spark-amqp codec vs pika {pika.__version__} — Python {platform.python_version()} "

@@ -11,5 +11,6 @@ from .frames import (  # noqa: F401
     parse_protocol_header,
 )
 from .properties import BasicProperties  # noqa: F401
+from .raw_deliveries import RawDeliveries  # noqa: F401
 from . import spec  # noqa: F401
 from .values import Typed, decode_table, encode_table  # noqa: F401

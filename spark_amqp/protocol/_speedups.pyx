@@ -439,3 +439,305 @@ def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, m
         end = hend + 1
     props = decode_properties(buf, pos + 19, hend)
     return _CM(channel, method, props, body), end
+
+
+# ------------------------------------------------------------------ raw delivery runs
+
+from cpython cimport array
+from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+import array as _pyarray
+
+cdef object _RAW = None  # raw_deliveries.RawDeliveries
+cdef array.array _ENDS_TEMPLATE = _pyarray.array("I")
+
+
+def setup_raw(raw_deliveries):
+    """Give the module the RawDeliveries class (called once by frames.py)."""
+    global _RAW
+    _RAW = raw_deliveries
+
+
+cdef inline bint _ascii(const unsigned char* p, Py_ssize_t i, Py_ssize_t k) noexcept:
+    cdef Py_ssize_t j
+    for j in range(i, i + k):
+        if p[j] & 0x80:
+            return False
+    return True
+
+
+cdef Py_ssize_t _one_deliver(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, int channel,
+                             Py_ssize_t fmax8, unsigned long long max_body,
+                             unsigned long long* tag) noexcept:
+    """End offset of one complete, well-formed basic.deliver message at ``p[pos:n]`` on
+    ``channel`` (its tag in ``tag``), or -1: the checks of raw_deliveries._one."""
+    if n - pos < 11:
+        return -1
+    cdef Py_ssize_t size = <Py_ssize_t>_u32(p, pos + 3)
+    if (p[pos] != 1 or ((<int>p[pos + 1] << 8) | p[pos + 2]) != channel or size > fmax8
+            or _u32(p, pos + 7) != ((60 << 16) | 60)):
+        return -1
+    cdef Py_ssize_t mend = pos + 7 + size
+    if mend >= n or p[mend] != 206:
+        return -1
+    cdef Py_ssize_t i = pos + 11
+    cdef Py_ssize_t k
+    if i >= mend:
+        return -1
+    k = p[i]
+    if i + 1 + k > mend or not _ascii(p, i + 1, k):
+        return -1
+    i += 1 + k
+    if i + 9 >= mend:
+        return -1
+    tag[0] = (<unsigned long long>_u32(p, i) << 32) | _u32(p, i + 4)
+    i += 9
+    for _ in range(2):
+        if i >= mend:
+            return -1
+        k = p[i]
+        if i + 1 + k > mend or not _ascii(p, i + 1, k):
+            return -1
+        i += 1 + k
+    if i != mend:
+        return -1
+    cdef Py_ssize_t h = mend + 1
+    if n - h < 21:
+        return -1
+    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, h + 3)
+    cdef Py_ssize_t hend = h + 7 + hsize
+    cdef unsigned long long body_size = (<unsigned long long>_u32(p, h + 11) << 32) | _u32(p, h + 15)
+    if (p[h] != 2 or ((<int>p[h + 1] << 8) | p[h + 2]) != channel or hsize < 14
+            or hsize > fmax8 or ((<unsigned int>p[h + 7] << 8) | p[h + 8]) != 60
+            or p[h + 9] or p[h + 10] or body_size > max_body or hend >= n or p[hend] != 206):
+        return -1
+    cdef Py_ssize_t q = hend + 1
+    cdef unsigned long long got = 0
+    cdef Py_ssize_t bsize, bend
+    while got < body_size:
+        if n - q < 7:
+            return -1
+        bsize = <Py_ssize_t>_u32(p, q + 3)
+        bend = q + 7 + bsize
+        if (p[q] != 3 or ((<int>p[q + 1] << 8) | p[q + 2]) != channel or bsize > fmax8
+                or got + <unsigned long long>bsize > body_size or bend >= n or p[bend] != 206):
+            return -1
+        got += <unsigned long long>bsize
+        q = bend + 1
+    return q
+
+
+def scan_deliveries(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, fmax8_limit,
+                    max_body_limit):
+    """raw_deliveries.scan_deliveries, compiled: the same run, or None, for the same input."""
+    cdef Py_ssize_t fmax8
+    cdef unsigned long long max_body
+    if pos < 0 or n > PyBytes_GET_SIZE(buf) or pos > n:
+        return None
+    try:
+        fmax8 = fmax8_limit
+        if max_body_limit < 0:
+            return None
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
+        return _py_scan(buf, pos, n, channel, fmax8_limit, max_body_limit)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t cap = 256, count = 0, q, at = pos
+    cdef Py_ssize_t* ends = <Py_ssize_t*>PyMem_Realloc(NULL, cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* grown
+    cdef unsigned long long tag = 0, first = 0, expect = 0
+    cdef bint wrapped = False
+    cdef array.array out
+    if ends == NULL:
+        raise MemoryError()
+    try:
+        while True:
+            q = _one_deliver(p, at, n, channel, fmax8, max_body, &tag)
+            if q < 0:
+                break
+            if count:
+                if wrapped or tag != expect:
+                    break
+            else:
+                first = tag
+            wrapped = tag == 0xFFFFFFFFFFFFFFFF  # no tag follows 2**64-1 in a run
+            expect = tag + 1
+            if q - pos > 0xFFFFFFFF:
+                break
+            if count == cap:
+                grown = <Py_ssize_t*>PyMem_Realloc(ends, 2 * cap * sizeof(Py_ssize_t))
+                if grown == NULL:
+                    raise MemoryError()
+                ends = grown
+                cap *= 2
+            ends[count] = q - pos
+            count += 1
+            at = q
+        if not count:
+            return None
+        out = array.clone(_ENDS_TEMPLATE, count, False)
+        for q in range(count):
+            out.data.as_uints[q] = <unsigned int>ends[q]
+    finally:
+        PyMem_Free(ends)
+    return _RAW(channel, buf[pos:at], first, count, out), at
+
+
+cdef object _py_scan = None  # the pure-Python scan_deliveries (limits beyond C integers)
+
+
+def setup_raw_fallback(py_scan):
+    """Give the module the pure-Python scanner (called once by frames.py)."""
+    global _py_scan
+    _py_scan = py_scan
+
+
+cdef object _py_columns = None  # the pure-Python deliver_columns
+
+
+def setup_columns(py_columns):
+    """Give the module the pure-Python deliver_columns (called once by raw_deliveries.py)."""
+    global _py_columns
+    _py_columns = py_columns
+
+
+cdef inline object _same_or_new(const unsigned char* p, Py_ssize_t i, Py_ssize_t k,
+                                Py_ssize_t* prev_i, Py_ssize_t* prev_k, object prev):
+    """The shortstr at p[i:i+k] as str; the previous message's object when the bytes match
+    (so equal exchange/routing-key columns share one object). Raises _Fallback on bad UTF-8."""
+    cdef Py_ssize_t j
+    if prev is not None and prev_k[0] == k:
+        for j in range(k):
+            if p[prev_i[0] + j] != p[i + j]:
+                break
+        else:
+            prev_i[0] = i
+            return prev
+    try:
+        s = PyUnicode_DecodeUTF8(<const char*>p + i, k, NULL)
+    except UnicodeDecodeError:
+        raise _Fallback
+    prev_i[0] = i
+    prev_k[0] = k
+    return s
+
+
+def deliver_columns(bytes data, expect=None, bint packed_bodies=False):
+    """raw_deliveries.deliver_columns, compiled: the same columns (or the same error)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0, size, mend, i, k, h, hsize, hend, q, bsize, bend
+    cdef Py_ssize_t ex_i = 0, ex_k = -1, rk_i = 0, rk_k = -1
+    cdef int chan
+    cdef unsigned long long body_size, got
+    cdef unsigned int flags
+    cdef list bodies = [], red = [], exchanges = [], keys = [], props = []
+    cdef object ex = None, rk = None, parts
+    try:
+        while pos < n:
+            if n - pos < 11 or p[pos] != 1 or _u32(p, pos + 7) != ((60 << 16) | 60):
+                raise _Fallback
+            size = <Py_ssize_t>_u32(p, pos + 3)
+            mend = pos + 7 + size
+            chan = (<int>p[pos + 1] << 8) | p[pos + 2]
+            if mend >= n or p[mend] != 206 or chan == 0:
+                raise _Fallback
+            i = pos + 11
+            if i >= mend:
+                raise _Fallback
+            k = p[i]                           # consumer tag (only checked: ASCII)
+            if i + 1 + k > mend or not _ascii(p, i + 1, k):
+                raise _Fallback
+            i += 1 + k
+            if i + 9 >= mend:
+                raise _Fallback
+            red.append(True if p[i + 8] & 1 else False)
+            i += 9
+            k = p[i]
+            if i + 1 + k >= mend:
+                raise _Fallback
+            ex = _same_or_new(p, i + 1, k, &ex_i, &ex_k, ex)
+            i += 1 + k
+            k = p[i]
+            if i + 1 + k != mend:
+                raise _Fallback
+            rk = _same_or_new(p, i + 1, k, &rk_i, &rk_k, rk)
+            exchanges.append(ex)
+            keys.append(rk)
+            h = mend + 1
+            if n - h < 21 or p[h] != 2 or ((<int>p[h + 1] << 8) | p[h + 2]) != chan:
+                raise _Fallback
+            hsize = <Py_ssize_t>_u32(p, h + 3)
+            hend = h + 7 + hsize
+            body_size = (<unsigned long long>_u32(p, h + 11) << 32) | _u32(p, h + 15)
+            if (hsize < 14 or hend >= n or p[hend] != 206
+                    or ((<unsigned int>p[h + 7] << 8) | p[h + 8]) != 60 or p[h + 9] or p[h + 10]):
+                raise _Fallback
+            flags = (<unsigned int>p[h + 19] << 8) | p[h + 20]
+            if flags == 0 and hsize == 14:
+                props.append(None)
+            else:
+                props.append(decode_properties(data, h + 19, hend))
+            q = hend + 1
+            if body_size == 0:
+                bodies.append(b"")
+            else:
+                if n - q < 7 or p[q] != 3 or ((<int>p[q + 1] << 8) | p[q + 2]) != chan:
+                    raise _Fallback
+                bsize = <Py_ssize_t>_u32(p, q + 3)
+                bend = q + 7 + bsize
+                if <unsigned long long>bsize == body_size and bend < n and p[bend] == 206:
+                    bodies.append(PyBytes_FromStringAndSize(<const char*>p + q + 7, bsize))
+                    q = bend + 1
+                else:
+                    parts = []
+                    got = 0
+                    while got < body_size:
+                        if n - q < 7 or p[q] != 3 or ((<int>p[q + 1] << 8) | p[q + 2]) != chan:
+                            raise _Fallback
+                        bsize = <Py_ssize_t>_u32(p, q + 3)
+                        bend = q + 7 + bsize
+                        if bend >= n or p[bend] != 206 or got + <unsigned long long>bsize > body_size:
+                            raise _Fallback
+                        parts.append(PyBytes_FromStringAndSize(<const char*>p + q + 7, bsize))
+                        got += <unsigned long long>bsize
+                        q = bend + 1
+                    bodies.append(b"".join(parts))
+            pos = q
+        if expect is not None and len(bodies) != expect:
+            raise _Fallback
+    except _Fallback:
+        return _py_columns(data, expect, packed_bodies)
+    if packed_bodies:
+        return _pack_bodies(bodies), red, exchanges, keys, props
+    return bodies, red, exchanges, keys, props
+
+
+cdef object _pack_bodies(list bodies):
+    """``(offsets, values)``: int32 little-endian offsets (n + 1) and the concatenated bodies,
+    an Arrow binary column's buffers; the list itself when the bodies exceed 2 GiB - 1."""
+    cdef Py_ssize_t n = len(bodies), i, total = 0
+    cdef object b
+    for b in bodies:
+        total += PyBytes_GET_SIZE(b)
+    if total > 0x7FFFFFFF:
+        return bodies
+    offsets = PyBytes_FromStringAndSize(NULL, 4 * (n + 1))
+    values = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* o = <unsigned char*>PyBytes_AS_STRING(offsets)
+    cdef char* v = PyBytes_AS_STRING(values)
+    cdef Py_ssize_t at = 0, k
+    for i in range(n):
+        o[4 * i] = at & 0xFF
+        o[4 * i + 1] = (at >> 8) & 0xFF
+        o[4 * i + 2] = (at >> 16) & 0xFF
+        o[4 * i + 3] = (at >> 24) & 0xFF
+        b = bodies[i]
+        k = PyBytes_GET_SIZE(b)
+        memcpy(v + at, PyBytes_AS_STRING(b), k)
+        at += k
+    o[4 * n] = at & 0xFF
+    o[4 * n + 1] = (at >> 8) & 0xFF
+    o[4 * n + 2] = (at >> 16) & 0xFF
+    o[4 * n + 3] = (at >> 24) & 0xFF
+    return offsets, values

@@ -62,6 +62,7 @@ from . import spec
 from .errors import (AMQPError, ChannelErrorCode, CommandInvalid, NotAllowed, error_for_code)
 from .frames import (FRAME_MIN_SIZE, HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
                      Heartbeat, MethodFrame, ProtocolHeader, encode_message, encode_method)
+from .raw_deliveries import RawDeliveries
 from .spec import Method
 
 __all__ = [
@@ -377,7 +378,7 @@ class AMQPConnection:
         peer_plain = self._peer_plain
         for ev in raw:
             t = ev.__class__
-            if t is MethodFrame or t is ContentMessage:
+            if t is MethodFrame or t is ContentMessage or t is RawDeliveries:
                 # fast path: a plain (non connection/channel class) method on an open channel
                 if self.state is _CS_OPEN:
                     ch = channels.get(ev.channel)
@@ -552,6 +553,7 @@ class AMQPConnection:
                     f"channel.open on channel {channel}, above the negotiated channel_max "
                     f"({self.channel_max}); use channels 1..{self.channel_max}", cid, mid)
             self._channels[channel] = ChannelInfo(channel, _OPENING)
+            self._decoder.raw_channels.discard(channel)  # a reused number starts decoded
             return None
         cstate = ch.state
         if cstate is _CLOSING:

@@ -11,6 +11,8 @@ frame payload is at most ``frame_max - 8`` bytes.
 :class:`MethodFrame` for methods without content, :class:`ContentMessage` for a complete
 method + header + body, :class:`Heartbeat`, and (when constructed with
 ``expect_protocol_header=True``, i.e. in the server role) a :class:`ProtocolHeader` first.
+For channels in :attr:`Decoder.raw_channels`, runs of complete basic.deliver messages come out
+undecoded as one :class:`~.raw_deliveries.RawDeliveries` event each (see that module).
 Memory is bounded: a frame header announcing more than ``frame_max`` is rejected before its
 payload is buffered, and a content body is bounded by ``max_body_size``.
 """
@@ -23,6 +25,8 @@ from typing import Any, Iterable
 from .errors import AMQPError, ChannelErrorCode, CommandInvalid, FrameError, UnexpectedFrame
 from .properties import (_DECODERS, SPEEDUPS, BasicProperties, decode_properties,
                          properties_decoder)
+from .raw_deliveries import DELIVER_INDEX as _DELIVER_INDEX
+from .raw_deliveries import RawDeliveries, scan_deliveries
 from .spec import METHODS, Method
 
 __all__ = [
@@ -123,6 +127,18 @@ def _content_fast(speedups):
 
 
 _CONTENT_FAST = _content_fast(SPEEDUPS)
+
+
+def _scan_fast(speedups):
+    """The compiled :func:`.raw_deliveries.scan_deliveries`, or the pure-Python one."""
+    if speedups is None or not hasattr(speedups, "scan_deliveries"):
+        return scan_deliveries
+    speedups.setup_raw(RawDeliveries)
+    speedups.setup_raw_fallback(scan_deliveries)
+    return speedups.scan_deliveries
+
+
+_SCAN_DELIVERIES = _scan_fast(SPEEDUPS)
 
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
@@ -265,7 +281,7 @@ class Decoder:
     """
 
     __slots__ = ("_chunks", "_buffered", "_need", "frame_max", "_pending", "_header_done",
-                 "max_body_size", "error")
+                 "max_body_size", "error", "raw_channels")
 
     def __init__(self, frame_max: int = 131072, expect_protocol_header: bool = False,
                  max_body_size: int = DEFAULT_MAX_BODY_SIZE):
@@ -277,6 +293,9 @@ class Decoder:
         self.max_body_size = max_body_size
         self._pending: dict[int, _Pending] = {}
         self.error: AMQPError | None = None
+        #: channels whose basic.deliver messages come out as :class:`.raw_deliveries.RawDeliveries`
+        #: runs of undecoded frames where complete and well formed (others: ContentMessage)
+        self.raw_channels: set[int] = set()
 
     def set_frame_max(self, frame_max: int) -> None:
         """Apply the negotiated frame-max (bytes, framing included; 0 = no limit)."""
@@ -362,6 +381,8 @@ class Decoder:
         new = _new
         decoders = _DECODERS
         content_fast = _CONTENT_FAST
+        raw_channels = self.raw_channels
+        scan = _SCAN_DELIVERIES
         while n - pos >= 7:
             if n - pos >= 11:  # header and (for a method frame) its class and method ids
                 ftype, channel, size, index = _frame_ids_unpack(buf, pos)
@@ -382,6 +403,13 @@ class Decoder:
                     raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
                 if pending and channel in pending:
                     raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
+                if index == _DELIVER_INDEX and raw_channels and channel in raw_channels:
+                    # a raw channel: cut a run of complete deliveries as frames (.raw_deliveries)
+                    r = scan(buf, start - 7, n, channel, fmax8, self.max_body_size)
+                    if r is not None:
+                        ev, pos = r
+                        append(ev)
+                        continue
                 cls = METHODS.get(index)
                 if cls is None:
                     raise CommandInvalid(f"unknown method: class {index >> 16}, method {index & 0xFFFF}",

@@ -5,7 +5,6 @@ use (the compiled one when built; ``SPARK_AMQP_PURE_PYTHON=1`` forces pure Pytho
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import sys
@@ -16,34 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqp_strategies import ALL_METHOD_CLASSES, bodies, channels, method_of, methods, properties
+from speedups_switch import SPEEDUPS, installed
 from spark_amqp.protocol import (AMQPError, BasicProperties, ContentMessage, Decoder, Typed,
                                  encode_message, spec)
 from spark_amqp.protocol import frames as frames_module
 from spark_amqp.protocol import properties as props_module
 
-SPEEDUPS = props_module.SPEEDUPS
 needs_speedups = pytest.mark.skipif(
     SPEEDUPS is None and os.environ.get("SPARK_AMQP_REQUIRE_SPEEDUPS") != "1",
     reason="compiled fast paths not built or SPARK_AMQP_PURE_PYTHON=1")
-
-
-@contextlib.contextmanager
-def installed(speedups):
-    """Every codec entry point switched to ``speedups`` (None = pure Python) for the block: the
-    content fast path, the method decoders, the property codec; restored afterwards."""
-    def install(s):
-        frames_module._CONTENT_FAST = frames_module._content_fast(s)
-        spec._install_decoders(s)
-        props_module._install(s)
-        props_module.SPEEDUPS = s
-        props_module._DECODERS.clear()
-        frames_module.decode_properties = props_module.decode_properties
-
-    install(speedups)
-    try:
-        yield
-    finally:
-        install(SPEEDUPS)
 
 
 DIFF = settings(max_examples=int(os.environ.get("AMQP_FUZZ_EXAMPLES", "300")), deadline=None,
