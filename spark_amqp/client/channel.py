@@ -150,6 +150,19 @@ class Channel:
         else:  # pragma: no cover - the decoder only yields content methods here
             log.warning("unexpected content method %s on channel %d", m.NAME, self.channel_number)
 
+    def _on_raw(self, run) -> None:
+        """A run of undecoded deliveries (:class:`~spark_amqp.protocol.RawDeliveries`, raw
+        mode only): buffered whole; decoded one by one if a consumer callback is set."""
+        if self._closing:
+            return
+        if self._callbacks:
+            for ev in run.decode():
+                self._on_content(ev)
+            return
+        self._buffer.append(run)
+        if self._waiting:
+            self._schedule_wake()
+
     def _on_method(self, m) -> None:
         t = type(m)
         if t is _Ack or t is _Nack:
@@ -429,7 +442,8 @@ class Channel:
 
     def basic_consume(self, queue: str, no_ack: bool = False, exclusive: bool = False,
                       consumer_tag: str = "", arguments: dict | None = None,
-                      callback: Callable[[Delivery], Any] | None = None) -> str:
+                      callback: Callable[[Delivery], Any] | None = None,
+                      no_wait: bool = False) -> str:
         """Start a consumer; returns its consumer tag (server-generated ``amq.ctag-…`` when
         ``consumer_tag`` is empty).
 
@@ -441,7 +455,23 @@ class Channel:
         broker.
         Raises NotFound (404) for a missing queue, ResourceLocked (405)/AccessRefused (403)
         for an exclusive conflict.
+
+        ``no_wait``: send basic.consume with its no-wait bit (AMQP 0-9-1 §1.8.3.3) and return at
+        once, without waiting for consume-ok; ``consumer_tag`` is then required (ValueError).
+        Errors come later as the channel's close (raised by the next call on the channel).
+        Useful when earlier consumers' deliveries would queue ahead of the consume-ok.
         """
+        if no_wait:
+            if not consumer_tag:
+                raise ValueError("basic_consume(no_wait=True) needs a consumer_tag: the broker "
+                                 "sends no consume-ok to tell a generated one")
+            if self._error is not None:
+                self._raise()
+            if callback is not None:
+                self._callbacks[consumer_tag] = callback
+            self._conn._send(encode_method(self.channel_number, _B.Consume(
+                0, queue, consumer_tag, False, no_ack, exclusive, True, arguments)))
+            return consumer_tag
         self._pending_callback = callback
         try:
             ok = self._rpc(_B.Consume(0, queue, consumer_tag, False, no_ack, exclusive, False,
@@ -456,8 +486,19 @@ class Channel:
         self._rpc(_Cancel(consumer_tag, False))
         self._callbacks.pop(consumer_tag, None)
 
+    def set_raw_deliveries(self, enabled: bool = True) -> None:
+        """Raw mode: buffered deliveries of this channel's consumers come out of :meth:`drain`
+        as :class:`~spark_amqp.protocol.raw_deliveries.RawDeliveries` runs (undecoded frames,
+        consecutive delivery tags) wherever the received bytes hold complete, well-formed
+        basic.deliver messages, and as :class:`Delivery` otherwise (a message split across
+        reads, an unusual frame). For consumers that store and forward messages without
+        looking at them; see ``spark_amqp.protocol.raw_deliveries``. Set it before
+        ``basic_consume``; consumers with a callback still get decoded deliveries."""
+        self._conn._set_raw_deliveries(self.channel_number, enabled)
+
     def drain(self, max_count: int | None = None, timeout: float = 0.0) -> list[Delivery]:
-        """Take up to ``max_count`` buffered deliveries (all when None), oldest first.
+        """Take up to ``max_count`` buffered deliveries (all when None), oldest first (in raw
+        mode an item may be a whole :class:`RawDeliveries` run, counted as one).
 
         When none are buffered, waits up to ``timeout`` seconds (float; ``None`` = forever)
         for the first one, then returns what is buffered at that moment. Returns ``[]`` on

@@ -26,6 +26,7 @@ from .. import __version__
 from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
 from ..protocol.errors import AccessRefused, AMQPError, error_for_code
+from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
 from .errors import ConnectionClosed, ConnectionLost, ProtocolMismatch, copy_error
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
@@ -65,7 +66,10 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
         ValueError: a malformed URI or parameter.
         ConnectionLost: TCP connect/TLS/handshake failure or timeout (an ``OSError``).
         ssl.SSLError: certificate verification failed (amqps).
-        AccessRefused: wrong user name or password (403), or EXTERNAL refused.
+        AccessRefused: wrong user name or password (403), or EXTERNAL refused; also when
+            the broker closes the socket during authentication without connection.close
+            (a probable bad login on brokers lacking ``authentication_failure_close``, but
+            possibly a network/broker failure: the message says so).
         NotAllowed: the user may not access the vhost (530), or another connection.close
             from the broker during the handshake (typed by its reply code).
     """
@@ -107,7 +111,9 @@ class Connection:
         self._channels: dict[int, Channel] = {}
         self._error: BaseException | None = None  # why the connection is closed
         self._closing = False
-        self._close_ok = threading.Event()
+        self._close_ok = threading.Event()  # set by close-ok, or when the I/O thread ends
+        self._close_done = threading.Event()  # the first close() has finished
+        self._bytes_in = 0  # bytes read from the broker (close() watches it for progress)
         self._io_thread: threading.Thread | None = None
         self._io_ident: int | None = None
         self._last_send = _monotonic()
@@ -173,10 +179,15 @@ class Connection:
                     continue  # TLS: a partial record
                 if not data:
                     if expect in ("connection.tune", "connection.secure"):
+                        # brokers without the authentication_failure_close capability
+                        # (RabbitMQ < 3.2, others) drop the socket on a bad login, but so does
+                        # a failing network or broker: say both (pika raises the same guess,
+                        # ProbableAuthenticationError). RabbitMQ with the capability sends
+                        # connection.close 403 ACCESS_REFUSED first, handled below.
                         raise _hard(AccessRefused(
-                            f"the broker at {where} closed the connection after authentication: "
-                            f"user {p.username!r} or its password is wrong (or mechanism "
-                            f"{mech} refused)"))
+                            f"the broker at {where} closed the connection during "
+                            f"authentication: user {p.username!r} or its password is probably "
+                            f"wrong (mechanism {mech}), or the network/broker failed"))
                     raise ConnectionLost(f"the broker at {where} closed the connection while "
                                          f"this client waited for {expect}")
                 if first[0]:
@@ -358,6 +369,7 @@ class Connection:
                         return
                     raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
                                          "without connection.close")
+                self._bytes_in += len(data)
                 if hb:
                     last_recv = _monotonic()
                 with sm_lock:
@@ -401,6 +413,10 @@ class Connection:
                 ch = channels.get(ev.channel)
                 if ch is not None:
                     ch._on_content(ev)
+            elif t is RawDeliveries:
+                ch = channels.get(ev.channel)
+                if ch is not None:
+                    ch._on_raw(ev)
             elif t is MethodFrame:
                 n = ev.channel
                 if n:
@@ -423,8 +439,8 @@ class Connection:
         if t is _Close:
             try:
                 self._send_method(0, _CloseOk())
-            except (OSError, AMQPError):
-                pass
+            except (OSError, AMQPError, ConnectionClosed):
+                pass  # ConnectionClosed: close() already gave up and is draining the socket
             err = error_from_close(m)
             err.reply_text = _close_text(m, self.params.redacted_uri())
             self._lost(err)
@@ -451,21 +467,34 @@ class Connection:
         log.warning("ignoring unexpected %s on channel 0", m.NAME)
         return False
 
-    def _lost(self, err: BaseException) -> None:
-        """Mark the connection dead with ``err``, close the socket, wake every waiter."""
+    def _lost(self, err: BaseException, shutdown: bool = True) -> None:
+        """Mark the connection dead with ``err``, wake every waiter and, when this call is the
+        first to end the connection and ``shutdown`` is true, shut the socket down (SHUT_RDWR:
+        the reader sees EOF). Later calls leave the socket alone: close() tears it down itself
+        without provoking an RST (see :meth:`close`)."""
         with self._lock:
-            if self._error is None:
+            first = self._error is None
+            if first:
                 self._error = err
             channels = list(self._channels.values())
             self._channels.clear()
         tr = self._transport
-        if tr is not None:
+        if tr is not None and first and shutdown:
             tr.shutdown()
         for ch in channels:
             ch._on_connection_closed(self._error)
         self._close_ok.set()
 
     # ------------------------------------------------------------------ channels
+
+    def _set_raw_deliveries(self, channel_number: int, enabled: bool) -> None:
+        """Mark a channel's basic.deliver messages to come out as raw runs (or not)."""
+        with self._sm_lock:
+            raw = self._sm.decoder.raw_channels
+            if enabled:
+                raw.add(channel_number)
+            else:
+                raw.discard(channel_number)
 
     def channel(self, channel_number: int | None = None) -> Channel:
         """Open a new channel (``channel.open``) and return it.
@@ -522,33 +551,136 @@ class Connection:
         return self._error
 
     def close(self, reply_code: int = 200, reply_text: str = "Normal shutdown",
-              timeout: float = 5.0) -> None:
-        """Close cleanly: ``connection.close`` → wait for ``close-ok`` (at most ``timeout``
-        seconds) → close the socket and join the I/O thread. Idempotent; never raises for a
-        connection that is already closed or lost. Unacked deliveries are requeued by the
-        broker (spec §basic.ack)."""
+              timeout: float = 5.0, max_wait: float | None = 300.0) -> None:
+        """Close cleanly: send ``connection.close``, wait for ``close-ok`` while the broker is
+        evidently alive, then release the socket without provoking an RST. Idempotent; never
+        raises for a connection that is already closed or lost (a concurrent second call waits
+        for the first one). Unacked deliveries are requeued by the broker (spec §basic.ack).
+
+        AMQP 0-9-1 §2.2.4 / §4.2.2 (connection.close / close-ok): the broker answers close-ok
+        only after it has handled every frame sent before connection.close, and RabbitMQ may
+        need far longer than a few seconds to work through a backlog of publishes still in the
+        socket buffers. Giving up early and closing a socket with unread input makes the kernel
+        send an RST, and RabbitMQ then drops every byte it had not read yet (publishes sent
+        without confirms are lost). So:
+
+        * ``timeout`` (seconds) is the *no-progress* timeout: the wait ends when, for
+          ``timeout`` s, nothing arrived from the broker and (Linux, ``SIOCOUTQ``) the broker
+          took none of the bytes still queued in this side's send buffer. With heartbeats
+          negotiated, the silence allowed is ``max(timeout, heartbeat)``: a live broker
+          sends a heartbeat about every half interval when it has nothing else to send
+          (RabbitMQ docs "Detecting Dead TCP Connections with Heartbeats"), so a whole
+          silent interval means two were missed.
+          ``timeout`` also bounds the wait for another thread that is writing (holds the
+          write lock, e.g. stuck while RabbitMQ blocks publishers).
+        * ``max_wait`` (seconds, default 300; ``None``: no cap) bounds the whole wait for
+          close-ok even while the broker keeps showing signs of life.
+        * Then the socket is half-closed (``shutdown(SHUT_WR)``: FIN after every queued byte),
+          input is read and dropped until the broker's EOF for at most ``min(timeout, 1)`` s
+          more (none after close-ok), and only then closed; the I/O thread is joined.
+
+        So against a dead or silent peer close() returns after about the silence allowance
+        plus up to 1 s, and never later than about ``max_wait`` + 2 s.
+
+        Raises ``RuntimeError`` when called from the I/O thread (a consumer callback or
+        on_blocked/on_unblocked), which must keep reading for the handshake to finish.
+        """
         if self._io_ident == threading.get_ident():
             raise RuntimeError("Connection.close() called from the I/O thread (a consumer "
                                "callback); close from another thread")
-        if self._error is None and not self._closing:
-            self._closing = True
+        with self._lock:
+            first = self._error is None and not self._closing
+            if first:
+                self._closing = True
+        if first:
             try:
-                # a writer stuck in sendall (e.g. RabbitMQ blocking publishers) must not make
-                # close() hang: give up the handshake after ``timeout`` and drop the socket
-                self._send_method(0, _Close(reply_code, reply_text, 0, 0), lock_timeout=timeout)
-                self._close_ok.wait(timeout)
-            except (OSError, AMQPError):
-                pass
-            self._lost(ConnectionClosed(f"connection to {self.params.redacted_uri()} was closed "
-                                        "by this client; open a new one"))
+                self._close_handshake(reply_code, reply_text, timeout, max_wait)
+            finally:
+                self._close_done.set()
+            return
+        if self._closing:
+            # a close() ran or runs in another thread: let it finish its teardown
+            self._close_done.wait(max_wait)
+        # already closed, or lost (the socket was shut down then): release what is left
         tr = self._transport
-        if tr is not None:
-            tr.shutdown()
         t = self._io_thread
         if t is not None and t.is_alive():
-            t.join(timeout)
+            if tr is not None:
+                tr.shutdown()
+            t.join(max(timeout, 0.1))
         if tr is not None:
             tr.close()
+
+    def _close_handshake(self, reply_code: int, reply_text: str, timeout: float,
+                         max_wait: float | None) -> None:
+        """close(): send connection.close, wait for close-ok or for the broker to look dead,
+        then tear the socket down (half-close, drain, close). Never raises."""
+        tr = self._transport
+        assert tr is not None
+        watch = _CloseWatch(self, timeout, max_wait)
+        try:
+            sent = self._send_close(_Close(reply_code, reply_text, 0, 0), timeout, watch)
+        except AMQPError:
+            # the state machine refused: the broker's connection.close came first; let the
+            # I/O thread answer it and record the broker's error (it sets _close_ok)
+            self._close_ok.wait(2.0)
+            sent = False
+        except OSError:
+            sent = False  # the connection broke meanwhile: the I/O thread reports it
+        if sent:
+            while not self._close_ok.wait(watch.slice()):
+                if not watch.alive():
+                    log.warning(
+                        "no connection.close-ok from %s after %.1f s (nothing from the broker "
+                        "for %.1f s); closing the socket anyway (FIN, not RST)",
+                        self.params.redacted_uri(), watch.elapsed(), watch.silent())
+                    break
+        answered = self._close_ok.is_set()  # close-ok, or the I/O thread ended (EOF, error)
+        self._lost(ConnectionClosed(f"connection to {self.params.redacted_uri()} was closed "
+                                    "by this client; open a new one"), shutdown=False)
+        # half-close: FIN follows every queued byte, so the broker reads all of them; a writer
+        # blocked in sendall wakes with EPIPE
+        tr.shutdown_write()
+        drain = 0.0 if answered else min(max(timeout, 0.0), 1.0)
+        t = self._io_thread
+        if t is not None and t.is_alive():
+            # the I/O thread keeps reading (and dropping) input until the broker's EOF
+            t.join(drain)
+            if t.is_alive():
+                tr.shutdown()  # give up: wake it (its recv returns EOF)
+                t.join(max(timeout, 1.0))
+            drain = 0.0
+        if t is None or not t.is_alive():
+            # read what is still queued (e.g. a heartbeat after close-ok) so close() sends FIN
+            tr.discard_input(drain)
+        tr.close()
+
+    def _send_close(self, method, timeout: float, watch: "_CloseWatch") -> bool:
+        """Write connection.close for close(). Waits at most ``timeout`` s for the write lock
+        (another thread writing) and, with the lock, for room in the send buffer while the
+        broker keeps reading (``watch``), so a peer that stopped reading cannot make close()
+        hang in ``sendall``. Returns False when it gave up (nothing was written)."""
+        if self._error is not None:
+            return False
+        if not self._write_lock.acquire(timeout=max(timeout, 0.0)):
+            log.warning("close(): another thread has been writing to %s for %s s; closing "
+                        "without connection.close", self.params.redacted_uri(), timeout)
+            return False
+        try:
+            with self._sm_lock:
+                data = self._sm.send_method(0, method)  # AMQPError: the broker closed first
+            tr = self._transport
+            while not tr.wait_writable(watch.slice()):  # type: ignore[union-attr]
+                if not watch.alive() or self._close_ok.is_set():
+                    log.warning("close(): %s has not read from the socket for %.1f s; closing "
+                                "without connection.close", self.params.redacted_uri(),
+                                watch.silent())
+                    return False
+            tr.send(data)  # type: ignore[union-attr]
+            self._last_send = _monotonic()
+            return True
+        finally:
+            self._write_lock.release()
 
     def update_secret(self, new_secret: str | bytes, reason: str = "") -> None:
         """RabbitMQ extension ``connection.update-secret`` (e.g. a refreshed OAuth token).
@@ -569,6 +701,52 @@ class Connection:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+class _CloseWatch:
+    """How long close() keeps waiting for close-ok: while the broker shows signs of life.
+
+    Progress is any byte read from the broker (data, heartbeats) or, on Linux, a drop of
+    this side's unacknowledged send queue (``SIOCOUTQ``: the broker is still reading the
+    backlog, even when it has nothing to send). The broker counts as gone after ``timeout``
+    s without progress — with heartbeats, after ``max(timeout, heartbeat)`` s: a live peer
+    sends one every half interval — or when ``max_wait`` s have passed in all."""
+
+    __slots__ = ("conn", "tr", "start", "last", "limit", "cap", "bytes_in", "outq")
+
+    def __init__(self, conn: "Connection", timeout: float, max_wait: float | None):
+        self.conn = conn
+        self.tr = conn._transport
+        self.start = self.last = _monotonic()
+        hb = conn.heartbeat
+        self.limit = max(timeout, float(hb)) if hb else max(timeout, 0.0)
+        self.cap = None if max_wait is None else self.start + max(max_wait, 0.0)
+        self.bytes_in = conn._bytes_in
+        self.outq = self.tr.unsent_bytes()
+
+    def alive(self) -> bool:
+        now = _monotonic()
+        b = self.conn._bytes_in
+        o = self.tr.unsent_bytes()
+        if b != self.bytes_in or (o is not None and self.outq is not None and o < self.outq):
+            self.last = now
+        self.bytes_in, self.outq = b, o
+        if self.cap is not None and now >= self.cap:
+            return False
+        return now - self.last < self.limit
+
+    def slice(self) -> float:
+        """Seconds to wait before checking again (short enough to notice progress)."""
+        left = self.last + self.limit - _monotonic()
+        if self.cap is not None:
+            left = min(left, self.cap - _monotonic())
+        return min(max(left, 0.0), 0.1)
+
+    def elapsed(self) -> float:
+        return _monotonic() - self.start
+
+    def silent(self) -> float:
+        return _monotonic() - self.last
+
 
 def _negotiate(client: int, server: int) -> int:
     """Lower non-zero of the two (0 = no limit) — spec §connection.tune-ok."""

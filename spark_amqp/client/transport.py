@@ -13,7 +13,17 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+import sys
 import threading
+import time
+
+try:  # Linux: SIOCOUTQ == TIOCOUTQ, bytes in the send queue not yet acked by the peer
+    import fcntl
+    import termios
+    _OUTQ = termios.TIOCOUTQ if sys.platform.startswith("linux") else None
+except (ImportError, AttributeError):  # pragma: no cover - Windows, exotic platforms
+    fcntl = None  # type: ignore[assignment]
+    _OUTQ = None
 
 __all__ = ["Transport", "TCPTransport", "TLSTransport", "open_socket", "RECV_SIZE"]
 
@@ -69,6 +79,54 @@ class Transport:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def shutdown_write(self) -> None:
+        """Half-close (``shutdown(SHUT_WR)``): the kernel sends FIN after every byte already
+        queued, so the peer reads all of them and then EOF; this side can still read. Also
+        wakes a writer blocked in ``sendall`` (it fails with EPIPE). Never raises."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def unsent_bytes(self) -> int | None:
+        """Bytes in the kernel send queue that the peer has not acknowledged yet (Linux
+        ``SIOCOUTQ``, see tcp(7)); a falling value shows the peer is reading. ``None`` where
+        the platform cannot tell or the socket is closed."""
+        if _OUTQ is None:
+            return None
+        try:
+            buf = fcntl.ioctl(self.sock.fileno(), _OUTQ, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return None
+        return int.from_bytes(buf, sys.byteorder, signed=True)
+
+    def wait_writable(self, timeout: float) -> bool:
+        """True when a small ``send`` will not block (select(2) writability: on Linux at least
+        a third of the send buffer is free); False after ``timeout`` seconds or on a closed
+        socket."""
+        try:
+            _, w, _ = select.select((), (self.sock,), (), max(0.0, timeout))
+        except (OSError, ValueError):
+            return False
+        return bool(w)
+
+    def discard_input(self, timeout: float) -> bool:
+        """Read and drop raw bytes until EOF, for at most ``timeout`` seconds (0: only what is
+        already buffered). Closing a socket whose receive queue holds unread bytes makes the
+        kernel send RST instead of FIN (RFC 2525 §2.17, tcp(7)), and an RST makes the peer
+        discard what *it* has not read yet. Returns True at EOF, False on timeout or a
+        socket error (e.g. ECONNRESET). Call only when no other thread reads the socket."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            try:
+                r, _, _ = select.select((self.sock,), (), (), max(0.0, deadline - time.monotonic()))
+                if not r:
+                    return False
+                if not self.sock.recv(RECV_SIZE):
+                    return True
+            except (OSError, ValueError):
+                return False
 
     def close(self) -> None:
         try:

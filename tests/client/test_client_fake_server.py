@@ -148,8 +148,30 @@ def test_login_failure_without_close_is_access_refused():
         side.sock.close()
 
     with FakeServer(script) as srv:
-        with pytest.raises(AccessRefused, match="password"):
+        with pytest.raises(AccessRefused) as ei:
             connect(srv.url)
+    text = str(ei.value)
+    assert ei.value.reply_code == 403 and ei.value.connection_level
+    assert "closed the connection during authentication" in text
+    assert "user 'guest' or its password is probably wrong (mechanism PLAIN)" in text
+    assert "or the network/broker failed" in text
+    assert "password is wrong" not in text  # a guess, not a certainty
+
+
+def test_connection_cut_while_waiting_for_secure_or_tune_after_secure():
+    """EOF after a connection.secure round is the same probable-login-failure guess."""
+    def script(side):
+        side.recv_event()
+        side.send(0, spec.Connection.Start(0, 9, {}, b"PLAIN", b"en_US"))
+        side.recv_method()
+        side.send(0, spec.Connection.Secure(b"challenge"))
+        side.recv_method()  # secure-ok
+        side.sock.close()
+
+    with FakeServer(script) as srv:
+        with pytest.raises(AccessRefused, match="probably wrong .*network/broker failed"):
+            connect(srv.url)
+    assert isinstance(srv.side.received[-1].method, spec.Connection.SecureOk)
 
 
 def test_tune_negotiation_lower_non_zero():
