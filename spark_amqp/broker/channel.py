@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import os
 import struct
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
 from ..protocol import spec
@@ -31,6 +31,7 @@ from ..protocol.errors import (AccessRefused, AMQPNotImplemented, NotAllowed, No
                                PreconditionFailed)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
+from .unacked import Unacked
 
 __all__ = ["Channel", "new_name", "REPLY_TO"]
 
@@ -68,7 +69,7 @@ class Channel:
         self.flow_active = True
         self.can_deliver = conn.writable
         self.next_tag = 1
-        self.unacked: OrderedDict[int, tuple] = OrderedDict()
+        self.unacked = Unacked()
         self.unacked_count = 0
         self.consumers: dict[str, Consumer] = {}
         self.prefetch_consumer = 0
@@ -88,24 +89,28 @@ class Channel:
     def send(self, method) -> None:
         self.conn.send_method(self.number, method)
 
-    def _content_frames(self, method_payload: bytes, props_raw: bytes, body: bytes, out: list) -> None:
+    def _content_frames(self, method_payload: bytes, props_raw: bytes, body: bytes, out: bytearray) -> None:
+        out += _P_FRAME(1, self.number, len(method_payload))
+        out += method_payload
+        self._content_tail(props_raw, body, out)
+
+    def _content_tail(self, props_raw: bytes, body: bytes, out: bytearray) -> None:
+        """The frame end of a content method, then its content header and body frames."""
         n = self.number
-        out.append(_P_FRAME(1, n, len(method_payload)))
-        out.append(method_payload)
         blen = len(body)
-        out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
-        out.append(props_raw)
+        out += _CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen)
+        out += props_raw
         if blen:
             chunk = self.frame_max - 8 if self.frame_max else blen
             if blen <= chunk:
-                out.append(_CE + _P_FRAME(3, n, blen))
-                out.append(body)
+                out += _CE + _P_FRAME(3, n, blen)
+                out += body
             else:
                 for start in range(0, blen, chunk):
                     piece = body[start:start + chunk]
-                    out.append(_CE + _P_FRAME(3, n, len(piece)))
-                    out.append(piece)
-        out.append(_CE)
+                    out += _CE + _P_FRAME(3, n, len(piece))
+                    out += piece
+        out += _CE
 
     # ================================================================== delivery (hot path)
     def deliver(self, c: Consumer, m: Message, q: Queue) -> None:
@@ -115,44 +120,85 @@ class Channel:
         if c.no_ack:
             q._forget(m)
         else:
-            self.unacked[tag] = (m, q, c)
+            self.unacked.add(tag, m, c)
             c.unacked += 1
             self.unacked_count += 1
             q.unacked_count += 1
-        props_raw = m.props_raw
-        if q.quorum and m.delivery_count:
-            # RabbitMQ 3.10.8 (checked with pika): basic.deliver of a quorum queue carries
-            # x-delivery-count only once the message was returned (1, 2, ...); basic.get-ok
-            # carries it from 0.
-            props_raw = _with_delivery_count(m)
-        enc = m.enc
-        ctag = c.tag_enc
+        k_enc, k_props, k_blen, pre, post = c.frame_cache
+        if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.delivery_count):
+            # the frame parts of the consumer's previous delivery fit (round-robin hot path)
+            conn = self.conn
+            out = conn.out
+            out += pre
+            out += _P_QB(tag, m.redelivered)
+            out += post
+            out += m.body
+            out += _CE
+            if not conn.dirty:
+                conn.mark_dirty()
+            return
+        self._encode_delivers(c, (m,), tag, q)
+
+    def deliver_many(self, c: Consumer, msgs: list[Message], q: Queue) -> None:
+        """basic.deliver each of ``msgs`` (taken from ``q``'s head, in order) to consumer ``c``
+        (called by Queue.dispatch when ``c`` is the only consumer that can take them)."""
+        n = len(msgs)
+        tag = self.next_tag
+        self.next_tag = tag + n
+        if c.no_ack:
+            q.forget_many(msgs)
+        else:
+            self.unacked.add_run(tag, msgs, c)
+            c.unacked += n
+            self.unacked_count += n
+            q.unacked_count += n
+        self._encode_delivers(c, msgs, tag, q)
+
+    def _encode_delivers(self, c: Consumer, msgs, tag: int, q: Queue) -> None:
+        """Append the basic.deliver frames of ``msgs`` (tags from ``tag``) to the output.
+
+        The frame bytes around the delivery tag depend only on the exchange / routing key,
+        the properties and the body size, so they are built once and reused while those stay
+        the same (the consumer keeps the last ones in ``frame_cache``)."""
         conn = self.conn
         out = conn.out
+        ctag = c.tag_enc
         n = self.number
-        body = m.body
-        blen = len(body)
-        out.append(_P_FRAME(1, n, 13 + len(ctag) + len(enc)))
-        out.append(_DELIVER_ID)
-        out.append(ctag)
-        out.append(_P_QB(tag, m.redelivered))
-        out.append(enc)
-        if blen and blen <= self.frame_max - 8:
-            out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
-            out.append(props_raw)
-            out.append(_CE + _P_FRAME(3, n, blen))
-            out.append(body)
-            out.append(_CE)
-        else:
-            out.append(_CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen))
-            out.append(props_raw)
-            if blen:
-                chunk = self.frame_max - 8
-                for start in range(0, blen, chunk):
-                    piece = body[start:start + chunk]
-                    out.append(_CE + _P_FRAME(3, n, len(piece)))
-                    out.append(piece)
-            out.append(_CE)
+        limit = self.frame_max - 8
+        quorum = q.quorum
+        k_enc, k_props, k_blen, pre, post = c.frame_cache
+        for m in msgs:
+            props_raw = m.props_raw
+            if quorum and m.delivery_count:
+                # RabbitMQ 3.10.8 (checked with pika): basic.deliver of a quorum queue carries
+                # x-delivery-count only once the message was returned (1, 2, ...); basic.get-ok
+                # carries it from 0.
+                props_raw = _with_delivery_count(m)
+            enc = m.enc
+            body = m.body
+            blen = len(body)
+            if blen != k_blen or props_raw != k_props or enc != k_enc:
+                if not 0 < blen <= limit:
+                    # no body frame, or several: not worth caching
+                    out += _P_FRAME(1, n, 13 + len(ctag) + len(enc))
+                    out += _DELIVER_ID
+                    out += ctag
+                    out += _P_QB(tag, m.redelivered)
+                    out += enc
+                    self._content_tail(props_raw, body, out)
+                    tag += 1
+                    continue
+                k_enc, k_props, k_blen = enc, props_raw, blen
+                pre = _P_FRAME(1, n, 13 + len(ctag) + len(enc)) + _DELIVER_ID + ctag
+                post = (enc + _CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen) + props_raw
+                        + _CE + _P_FRAME(3, n, blen))
+            out += pre
+            out += _P_QB(tag, m.redelivered)
+            out += post
+            out += body
+            out += _CE
+            tag += 1
+        c.frame_cache = (k_enc, k_props, k_blen, pre, post)
         if not conn.dirty:
             conn.mark_dirty()
 
@@ -256,50 +302,66 @@ class Channel:
             self.broker.store_waiters.discard(self)
 
     # ================================================================== acks
-    def _take(self, tag: int, multiple: bool, cid: int, mid: int) -> list[tuple]:
-        """Remove and return [(tag, (message, queue, consumer)), ...] for an ack/nack/reject."""
+    def _take(self, tag: int, multiple: bool, cid: int, mid: int) -> tuple[list, list, list]:
+        """Remove and return the batch (tags, messages, owners) an ack/nack/reject settles;
+        an owner is the Consumer of a basic.deliver or the Queue of a basic.get-ok."""
         unacked = self.unacked
         if multiple:
-            out = []
             if tag == 0:
-                while unacked:
-                    out.append(unacked.popitem(last=False))
-                return out
-            if tag not in unacked:
-                # RabbitMQ 3.10 (rabbit_channel:collect_acks): the tag itself must be outstanding
-                raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
-            while unacked:
-                t = next(iter(unacked))
-                if t > tag:
-                    break
-                out.append(unacked.popitem(last=False))
-            return out
-        e = unacked.pop(tag, None)
-        if e is None:
+                return unacked.take_all()
+            # RabbitMQ 3.10 (rabbit_channel:collect_acks): the tag itself must be outstanding
+            batch = unacked.take_upto(tag)
+        else:
+            batch = unacked.take_one(tag)
+        if batch is None:
             raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
-        return [(tag, e)]
+        return batch
 
-    def _settle(self, entries: list[tuple], requeue: bool | None) -> None:
-        """ack (requeue=None) or reject (requeue bool) ``entries`` [(tag, (m, q, consumer))]."""
+    def _settle(self, batch: tuple[list, list, list], requeue: bool | None) -> None:
+        """ack (requeue=None) or reject (requeue bool) the (tags, messages, owners) ``batch``."""
         mark = self.broker.mark_queue
-        touched = set()
-        by_q: dict[int, list] = {}
-        for _, (m, q, c) in entries:
-            if c is not None:
-                c.unacked -= 1
-                self.unacked_count -= 1
-            if requeue is None:
-                q.settle(m)
-            elif requeue and not q.deleted:
-                q.unacked_count -= 1
-                by_q.setdefault(id(q), [q]).append(m)
+        _, msgs, owners = batch
+        if requeue is None and msgs:
+            o = owners[0]
+            if owners.count(o) == len(owners):
+                groups = ((o, msgs),)
             else:
-                q.reject(m, False)
-            if id(q) not in touched:
-                touched.add(id(q))
+                by_owner: dict[int, tuple] = {}
+                for m, o in zip(msgs, owners):
+                    g = by_owner.get(id(o))
+                    if g is None:
+                        g = by_owner[id(o)] = (o, [])
+                    g[1].append(m)
+                groups = by_owner.values()
+            for o, ms in groups:
+                if o.__class__ is Consumer:
+                    o.unacked -= len(ms)
+                    self.unacked_count -= len(ms)
+                    q = o.queue
+                else:
+                    q = o
+                q.settle_many(ms)
                 mark(q)
-        for q, *ms in by_q.values():
-            q.requeue(ms)
+        elif msgs:
+            touched = set()
+            by_q: dict[int, list] = {}
+            for m, o in zip(msgs, owners):
+                if o.__class__ is Consumer:
+                    o.unacked -= 1
+                    self.unacked_count -= 1
+                    q = o.queue
+                else:
+                    q = o
+                if requeue and not q.deleted:
+                    q.unacked_count -= 1
+                    by_q.setdefault(id(q), [q]).append(m)
+                else:
+                    q.reject(m, False)
+                if id(q) not in touched:
+                    touched.add(id(q))
+                    mark(q)
+            for q, *ms in by_q.values():
+                q.requeue(ms)
         if self.prefetch_global:
             for c in self.consumers.values():
                 mark(c.queue)
@@ -329,9 +391,7 @@ class Channel:
         """Requeue every unacked message (channel close, recover)."""
         if not self.unacked:
             return
-        entries = list(self.unacked.items())
-        self.unacked.clear()
-        self._settle(entries, True)
+        self._settle(self.unacked.take_all(), True)
 
     def on_recover(self, method) -> None:
         if not method.requeue:
@@ -444,7 +504,7 @@ class Channel:
             q._forget(m)
         else:
             # RabbitMQ 3.10: basic.get messages do not count against the channel's prefetch
-            self.unacked[tag] = (m, q, None)
+            self.unacked.add(tag, m, q)
             q.unacked_count += 1
         props_raw = _with_delivery_count(m) if q.quorum else m.props_raw
         payload = b"".join((_GETOK_ID, _P_QB(tag, m.redelivered), m.enc, _P_GETOK_TAIL(q.message_count)))
@@ -490,11 +550,10 @@ class Channel:
         if not self.tx:
             raise PreconditionFailed("channel is not transactional", 90, 30)
         # acks recorded in the transaction are undone: those messages are unacked again
-        restored = [te for entries, _ in self.tx_acks for te in entries]
+        restored = [batch for batch, _ in self.tx_acks if batch[0]]
         self.tx_publishes, self.tx_acks = [], []
         if restored:
-            items = sorted(list(self.unacked.items()) + restored, key=lambda te: te[0])
-            self.unacked = OrderedDict(items)
+            self.unacked.restore(restored)
         self.send(spec.Tx.RollbackOk())
 
     def on_flow(self, method) -> None:

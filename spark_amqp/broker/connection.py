@@ -5,7 +5,7 @@ An :class:`asyncio.Protocol`. Bytes are split into frames here with the layouts 
 :data:`spark_amqp.protocol.spec.METHODS`; ``basic.publish`` and its content header are parsed
 in place (exchange, routing key and the *raw* properties - decoded later only if needed), so
 the publish → route → enqueue → deliver path allocates little. Replies and deliveries are
-appended to ``out`` and written once per event-loop tick as one joined ``bytes``.
+appended to the ``out`` bytearray and written once per event-loop tick.
 
 Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10 behaviour):
 
@@ -77,7 +77,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.peer = "?"
         self.state = "header"
         self.buf = b""
-        self.out: list[bytes] = []
+        self.out = bytearray()
         self.dirty = False
         self.writable = True
         self.reading_paused = False
@@ -165,7 +165,7 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def send_method(self, channel: int, method) -> None:
         payload = method.encode()
-        self.out.append(_pack_frame(1, channel, len(payload)) + payload + b"\xce")
+        self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
         if not self.dirty:
             self.mark_dirty()
 
@@ -178,11 +178,11 @@ class AMQPServerProtocol(asyncio.Protocol):
                 ch.flush_confirms()
         out = self.out
         if out and self.transport is not None and not self.closed:
-            self.out = []
-            self.transport.write(b"".join(out))
+            self.out = bytearray()
+            self.transport.write(out)
             self.last_send = time.monotonic()
         elif out:
-            self.out = []
+            self.out = bytearray()
 
     # ================================================================== input
     def data_received(self, data: bytes) -> None:

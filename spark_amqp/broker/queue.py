@@ -36,10 +36,11 @@ __all__ = ["Queue", "Consumer", "PriorityReady"]
 
 
 class Consumer:
-    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries."""
+    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries;
+    ``frame_cache`` holds the channel's last basic.deliver frame parts for it."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
-                 "tag_enc", "priority")
+                 "tag_enc", "priority", "frame_cache")
 
     def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
                  prefetch: int, arguments: dict | None):
@@ -53,6 +54,7 @@ class Consumer:
         self.arguments = arguments or {}
         self.tag_enc = b""
         self.priority = 0
+        self.frame_cache = (None, None, -1, b"", b"")
 
 
 class PriorityReady:
@@ -293,6 +295,25 @@ class Queue:
         self.unacked_count -= 1
         self._forget(msg)
 
+    def settle_many(self, msgs: list[Message]) -> None:
+        """Delivered messages were acked: forget them for good."""
+        self.unacked_count -= len(msgs)
+        self.forget_many(msgs)
+
+    def forget_many(self, msgs: list[Message]) -> None:
+        """Release messages that left the queue for good (acked, or sent to a no-ack consumer)."""
+        size = 0
+        store = None
+        for m in msgs:
+            size += len(m.body)
+            sid = m.store_id
+            if sid is not None:
+                if store is None:
+                    store = self.broker.store
+                store.delete_message(sid)
+                m.store_id = None
+        self.broker.mem_used -= size
+
     def _forget(self, msg: Message) -> None:
         b = self.broker
         b.mem_used -= len(msg.body)
@@ -524,6 +545,49 @@ class Queue:
                 continue
             chosen.channel.deliver(chosen, m, self)
 
+    def _dispatch_batch(self, c: Consumer) -> bool:
+        """Deliver to ``c``, the only consumer, as many head messages as it can take, in one
+        batch. False when it stopped at an expired message (the per-message loop dead-letters
+        those) and ``c`` could take more."""
+        ready = self.ready
+        if ready.__class__ is not deque:
+            return False
+        ch = c.channel
+        if not ch.can_deliver:
+            return True
+        k = len(ready)
+        if not c.no_ack:
+            p = c.prefetch
+            if p and p - c.unacked < k:
+                k = p - c.unacked
+            gp = ch.prefetch_global
+            if gp and gp - ch.unacked_count < k:
+                k = gp - ch.unacked_count
+            if k <= 0:
+                return True
+        msgs = []
+        take = msgs.append
+        popleft = ready.popleft
+        size = 0
+        done = True
+        now = None
+        for _ in range(k):
+            m = popleft()
+            ea = m.expires_at
+            if ea is not None:
+                if now is None:
+                    now = time.monotonic() - 0.005   # the grace of dispatch()
+                if ea <= now:
+                    ready.appendleft(m)
+                    done = False
+                    break
+            take(m)
+            size += len(m.body)
+        if msgs:
+            self.ready_bytes -= size
+            ch.deliver_many(c, msgs, self)
+        return done
+
     def dispatch(self) -> None:
         """Deliver ready messages to consumers that can take them (round-robin)."""
         ready = self.ready
@@ -536,6 +600,12 @@ class Queue:
             self._dispatch_by_priority()
             return
         n = len(consumers)
+        if n == 1 and self._dispatch_batch(consumers[0]):
+            # what the loop below leaves after serving its only consumer
+            self.rr = 1
+            if ready and ready[0].expires_at is not None:
+                self.rearm_ttl()
+            return
         i = self.rr
         idle = 0
         now = None
