@@ -14,6 +14,9 @@ For each broker a unique non-durable queue is filled with ``--messages`` bodies 
   default for that trigger size unless ``--prefetch`` is given), ``trigger(availableNow=True)`` into the
   ``noop`` sink; timed from ``start()`` to termination (query start-up included), plus the rate
   over the micro-batches alone (sum of ``triggerExecution``).
+- **client alone**: the source's driver consumer without Spark (same client, raw-mode
+  channel, prefetch and consumers; ack every ``--max-per-trigger`` messages, as the source
+  acks once per micro-batch): what the broker delivers to that setup, the source's bound.
 - **ceiling**: a synthetic Python streaming data source with the same schema, the same batch
   and partition sizes and Arrow batches of the same rows, generated on the executors with no
   broker at all: what Spark itself can take on this machine.
@@ -83,6 +86,32 @@ def pika_loop(url: str, queue: str, n: int) -> float:
     dt = time.perf_counter() - t0
     conn.close()
     return dt
+
+
+def client_alone(url: str, queue: str, n: int, prefetch: int, ack_every: int) -> float:
+    """Seconds for the source's own driver consumer, with no Spark, to take ``n`` messages:
+    the source's :class:`DriverConsumer` (raw-mode channel, per-consumer prefetch and
+    consumers from ``SourceOptions``) and its :class:`QueueBuffer` bookkeeping, acking
+    ``multiple`` once per ``ack_every`` messages as the source acks once per micro-batch.
+    What the broker delivers to that consumer setup: the source's upper bound there."""
+    from ..spark.options import parse_source_options
+    from ..spark.source_buffer import QueueBuffer
+    from ..spark.source_consumer import DriverConsumer
+
+    consumer = DriverConsumer(parse_source_options(
+        {"uri": url, "queue": queue, "prefetch": str(prefetch)}))
+    buf = QueueBuffer(queue)
+    t0 = time.perf_counter()
+    consumer.open()
+    try:
+        while buf.acked < n:
+            buf.add(consumer.drain(queue, 5.0))
+            buf.plan(buf.unplanned)
+            if buf.planned - buf.acked >= ack_every or buf.planned >= n:
+                consumer.ack(queue, buf.ack_upto(buf.planned))
+        return time.perf_counter() - t0
+    finally:
+        consumer.close()
 
 
 @dataclass
@@ -218,8 +247,10 @@ def main(argv=None) -> int:
     if args.prefetch is None:
         from ..spark.options import default_prefetch
 
-        prefetch_text = f"{default_prefetch(args.max_per_trigger)} (source default)"
+        prefetch = default_prefetch(args.max_per_trigger)
+        prefetch_text = f"{prefetch} (source default)"
     else:
+        prefetch = args.prefetch
         prefetch_text = str(args.prefetch)
 
     import tempfile
@@ -261,6 +292,13 @@ def main(argv=None) -> int:
                     print(acct.report(f"the pika loop ({b})"), flush=True)
                 _fill(url, queue, n, body)
                 with CpuAccount() as acct:
+                    t_alone = client_alone(url, queue, n, prefetch, args.max_per_trigger)
+                print(f"[{b}] client alone (the source's consumer, no Spark): "
+                      f"{n / t_alone:,.0f} msg/s", flush=True)
+                if args.cpu:
+                    print(acct.report(f"the client alone ({b})"), flush=True)
+                _fill(url, queue, n, body)
+                with CpuAccount() as acct:
                     src = source_run(spark, url, queue, args, tmp)
                 if src.rows != n:
                     print(f"[{b}] WARNING: source read {src.rows} rows, expected {n}")
@@ -270,7 +308,7 @@ def main(argv=None) -> int:
                       flush=True)
                 if args.cpu:
                     print(acct.report(f"the amqp source ({b})"), flush=True)
-                results.append((b, n / t_pika, src, ceiling))
+                results.append((b, n / t_pika, n / t_alone, src, ceiling))
             finally:
                 try:
                     with connect(url) as c:
@@ -283,12 +321,12 @@ def main(argv=None) -> int:
 
     print(f"\nmessages={n} body={args.body_size}B maxMessagesPerTrigger={args.max_per_trigger} "
           f"prefetch={prefetch_text} maxMessagesPerPartition={args.per_partition}")
-    print(f"{'broker':<10}{'pika loop':>14}{'amqp source':>14}{'ceiling':>14}"
-          f"{'src/pika':>10}{'src/ceil':>10}   (rows/s, wall incl. query start)")
-    for b, pika_rate, src, ceil in results:
+    print(f"{'broker':<10}{'pika loop':>12}{'client alone':>14}{'amqp source':>13}{'ceiling':>11}"
+          f"{'src/pika':>10}{'src/ceil':>10}{'src/alone':>11}   (rows/s, wall incl. query start)")
+    for b, pika_rate, alone_rate, src, ceil in results:
         s, c = n / src.wall, n / ceil.wall
-        print(f"{b:<10}{pika_rate:>14,.0f}{s:>14,.0f}{c:>14,.0f}{s / pika_rate:>9.2f}x"
-              f"{s / c:>9.2f}x")
+        print(f"{b:<10}{pika_rate:>12,.0f}{alone_rate:>14,.0f}{s:>13,.0f}{c:>11,.0f}"
+              f"{s / pika_rate:>9.2f}x{s / c:>9.2f}x{s / alone_rate:>10.2f}x")
     print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
     return 0
 

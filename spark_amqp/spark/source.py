@@ -14,11 +14,12 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   batch N+1), then cuts a new end from the buffers honouring ``ReadMaxRows`` (split fairly across
   queues) or ``ReadAllAvailable``, and returns ``start`` unchanged when there is nothing new.
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
-* ``partitions(start, end)`` ships the message bytes and properties inside picklable
-  :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` each); a range planned by an
+* ``partitions(start, end)`` ships the messages' frames, undecoded as received by the driver's
+  raw-mode channels (:mod:`.source_frames`), inside picklable :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` each); a range planned by an
   earlier session (restart replay or reconnect) yields no partitions: its deliveries were never
   acked, so the broker redelivers them (redelivered=true) into later batches.
-* ``read`` converts only (:mod:`.arrow`), yielding Arrow batches with the exact schema.
+* ``read`` decodes the frames column-wise and converts (:mod:`.source_frames`, :mod:`.arrow`),
+  yielding Arrow batches with the exact schema.
 
 Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
 replays at most that batch (as redeliveries).
@@ -34,9 +35,10 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from .arrow import PackedColumns, pack_deliveries, to_record_batches
+from .arrow import to_record_batches
 from .options import SourceOptions
 from .source_buffer import Session, fair_split
+from .source_frames import FramesPart, frames_part, unpack
 from .source_offsets import SourceOffset
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
@@ -67,15 +69,18 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 #: 0.2 s made too many small batches (per-batch overhead), 1.0 s was about the same as 0.5 s.
 #: With a full batch buffered it returns at once (the embedded broker usually fills it).
 _AVAILABLE_NOW_FILL_WAIT = 0.5
+#: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
+_AVAILABLE_NOW_POLL = 0.02
 
 
 @dataclass
 class AmqpInputPartition(InputPartition):
     """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
-    of ``session``. Carries the message bytes (packed columns), so pickling it ships the data."""
+    of ``session``. Carries the messages' frames (:class:`.source_frames.FramesPart`), so
+    pickling it ships the data."""
 
     session: str
-    data: PackedColumns
+    data: FramesPart
 
     def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
         self.value = None
@@ -289,8 +294,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for q, buf in self._session.buffers.items():
             ds = self._consumer.drain(q, timeout if got == 0 else 0.0)
             if ds:
+                before = buf.received
                 buf.add(ds)
-                got += len(ds)
+                got += buf.received - before
         return got
 
     def _wanted(self, max_rows: int | None) -> dict[str, int]:
@@ -365,7 +371,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return want
             if any(want.values()) and time.monotonic() >= fill_deadline:
                 return want  # plan what is here; the rest streams in during the batch
-            if self._drain(timeout=0.05):
+            # poll: a drain that waits returns at the first socket read (RabbitMQ sends a few
+            # deliveries per read), waking this thread thousands of times a second for nothing
+            time.sleep(_AVAILABLE_NOW_POLL)
+            if self._drain():
                 idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
                 want = self._wanted(max_rows)
             elif time.monotonic() >= idle_deadline:
@@ -412,18 +421,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             b = s_off.get(q, 0) if s_off.session == s.id else 0
             if e <= b:
                 continue
-            ds = buf.slice(b, e)
-            for i in range(0, len(ds), step):
-                chunk = ds[i:i + step]
-                parts.append(AmqpInputPartition(
-                    s.id, pack_deliveries(q, b + i, chunk, self.options.include_headers)))
+            for lo in range(b, e, step):
+                hi = min(lo + step, e)
+                parts.append(AmqpInputPartition(s.id, frames_part(q, lo, buf.slice(lo, hi))))
         return parts
 
     def read(self, partition: AmqpInputPartition) -> Iterator:
         """Executor side: yield the partition's rows as Arrow record batches. No broker I/O."""
         if partition.data is None:
             return iter(())
-        return to_record_batches(partition.data)
+        return to_record_batches(unpack(partition.data, self.options.include_headers))
 
     # -- acks and shutdown -------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Driver-side bookkeeping of consumed deliveries: per-queue buffers, planning and acks.
 
-Pure (no I/O): the reader feeds deliveries in, cuts batch ends, slices planned ranges for
+Pure (no I/O): the reader feeds drained items in (undecoded runs of deliveries, or single
+decoded deliveries), cuts batch ends, slices planned ranges for
 partitions and asks which delivery tag to ack. One :class:`QueueBuffer` per queue per session;
 its deliveries come from one channel, in delivery-tag order, so ``basic.ack(tag,
 multiple=True)`` of the delivery at offset ``n - 1`` acks exactly offsets ``< n`` of that queue
@@ -13,41 +14,55 @@ Offsets: ``acked <= planned <= received``; deliveries below ``acked`` are forgot
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+from spark_amqp.protocol.raw_deliveries import RawDeliveries
 
 from .source_offsets import SourceOffset
 
 __all__ = ["QueueBuffer", "Session", "fair_split"]
 
 
+def _count(item: Any) -> int:
+    """Deliveries in a drained item: a run's count, or 1."""
+    return item.count if item.__class__ is RawDeliveries else 1
+
+
 class QueueBuffer:
     """Deliveries of one queue in one session, in arrival (delivery-tag) order.
 
-    ``deliveries[i]`` has offset ``base + i``. Each delivery needs a ``delivery_tag`` attribute.
+    Items are what the channel's ``drain`` returns: a
+    :class:`~spark_amqp.protocol.raw_deliveries.RawDeliveries` run (``count`` messages,
+    consecutive tags, undecoded frames) or a single decoded delivery (an object with a
+    ``delivery_tag`` attribute, e.g. ``spark_amqp.client.Delivery``). ``items[i]`` holds the
+    messages from offset ``starts[i]`` on.
     """
 
-    __slots__ = ("queue", "base", "deliveries", "acked", "planned")
+    __slots__ = ("queue", "items", "starts", "received", "acked", "planned")
 
     def __init__(self, queue: str):
         self.queue = queue
-        self.base = 0
-        self.deliveries: list[Any] = []
+        self.items: list[Any] = []
+        self.starts: list[int] = []
+        self.received = 0  # offset one past the last delivery received
         self.acked = 0
         self.planned = 0
-
-    @property
-    def received(self) -> int:
-        """Offset one past the last delivery received."""
-        return self.base + len(self.deliveries)
 
     @property
     def unplanned(self) -> int:
         """Deliveries received but not yet in a planned batch."""
         return self.received - self.planned
 
-    def add(self, deliveries: Iterable[Any]) -> None:
-        self.deliveries.extend(deliveries)
+    def add(self, items: Iterable[Any]) -> None:
+        """Append drained items (runs or single deliveries)."""
+        received = self.received
+        for it in items:
+            self.items.append(it)
+            self.starts.append(received)
+            received += _count(it)
+        self.received = received
 
     def plan(self, n: int) -> int:
         """Advance the planned end by up to ``n`` (bounded by what was received); return it."""
@@ -55,17 +70,37 @@ class QueueBuffer:
             self.planned += min(n, self.unplanned)
         return self.planned
 
-    def slice(self, start: int, end: int) -> list:
-        """Deliveries with offsets in ``[start, end)``.
+    def _index(self, offset: int) -> int:
+        """Index of the item holding ``offset`` (which must be buffered)."""
+        return bisect_right(self.starts, offset) - 1
+
+    def slice(self, start: int, end: int) -> list[tuple[Any, int, int]]:
+        """The deliveries with offsets in ``[start, end)`` as ``(item, lo, hi)`` pieces in
+        order: messages ``lo .. hi-1`` of a run, or ``(delivery, 0, 1)``.
 
         Raises ``LookupError`` when part of the range is no longer (or not yet) buffered, i.e.
         it was acked already or never received: a bookkeeping error, never silently truncated.
         """
-        if start < self.base or end > self.received or start > end:
+        if start < self.acked or end > self.received or start > end:
             raise LookupError(
                 f"queue {self.queue!r}: range [{start}, {end}) is not buffered "
-                f"(buffered: [{self.base}, {self.received}))")
-        return self.deliveries[start - self.base:end - self.base]
+                f"(buffered: [{self.acked}, {self.received}))")
+        out = []
+        i = self._index(start) if start < end else len(self.items)
+        items, starts = self.items, self.starts
+        while i < len(items) and starts[i] < end:
+            it, s = items[i], starts[i]
+            out.append((it, max(start - s, 0), min(end - s, _count(it))))
+            i += 1
+        return out
+
+    def tag_at(self, offset: int) -> int:
+        """Delivery tag of the buffered delivery at ``offset``."""
+        i = self._index(offset)
+        it = self.items[i]
+        if it.__class__ is RawDeliveries:
+            return it.first_tag + offset - self.starts[i]
+        return it.delivery_tag
 
     def ack_upto(self, upto: int) -> int | None:
         """Forget deliveries below ``upto`` and return the tag to ack with ``multiple=True``.
@@ -76,9 +111,12 @@ class QueueBuffer:
         upto = min(upto, self.planned)
         if upto <= self.acked:
             return None
-        tag = self.deliveries[upto - 1 - self.base].delivery_tag
-        del self.deliveries[:upto - self.base]
-        self.base = upto
+        tag = self.tag_at(upto - 1)
+        # forget the items wholly below upto (a run reaching past it stays until later)
+        k = self._index(upto) if upto < self.received else len(self.items)
+        if k > 0:
+            del self.items[:k]
+            del self.starts[:k]
         self.acked = upto
         return tag
 
@@ -86,8 +124,16 @@ class QueueBuffer:
         """Forget received-but-unplanned deliveries (after a channel loss they are requeued by
         the broker and come back as redeliveries). Returns how many were dropped."""
         n = self.unplanned
-        if n:
-            del self.deliveries[self.planned - self.base:]
+        if not n:
+            return 0
+        cut = self.planned
+        i = self._index(cut)
+        if i >= 0 and self.starts[i] < cut:  # a run straddling the planned end: keep its head
+            self.items[i] = self.items[i].head(cut - self.starts[i])
+            i += 1
+        del self.items[i:]
+        del self.starts[i:]
+        self.received = cut
         return n
 
 

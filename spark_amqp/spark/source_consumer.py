@@ -3,8 +3,9 @@
 Used only by the stream reader in Spark's long-lived source runner process on the driver
 (never in ``__init__``, never on executors). Per queue: a channel, ``basic.qos(prefetch,
 global=False)`` (per consumer, RabbitMQ docs/consumer-prefetch.md), then ``basic.consume(no_ack=
-False)`` without a callback so the client buffers deliveries in the channel; the reader drains
-them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window above 65535 is realised
+False)`` without a callback so the client buffers deliveries in the channel, in raw mode
+(runs of undecoded frames, ``spark_amqp.protocol.raw_deliveries``: the driver never decodes a
+message, the executors do); the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window above 65535 is realised
 by several consumers on the same channel (their deliveries still share the channel's tag
 sequence, so a ``multiple=True`` ack stays exact).
 
@@ -62,32 +63,48 @@ class DriverConsumer:
         Raises :class:`QueueMissing` when a queue does not exist and ``declare`` is false.
         """
         from spark_amqp.client import connect
-        from spark_amqp.protocol.errors import NotFound
 
         o = self.options
         self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **o.client_kwargs())
         try:
-            for q in o.queues:
-                ch = self.conn.channel()
-                try:
-                    if o.declare:
-                        ok = ch.queue_declare(q, durable=o.durable,
-                                              arguments=dict(o.queue_arguments) or None)
-                    else:
-                        ok = ch.queue_declare(q, passive=True)
-                    self.initial_counts[q] = int(ok.message_count)
-                except NotFound as e:
-                    raise QueueMissing(
-                        f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
-                        f"{e.reply_text}). Create it, or set option declare=true (with "
-                        "queueArguments/durable) to let the source declare it.") from e
-                ch.basic_qos(o.prefetch_per_consumer)
-                tags = [ch.basic_consume(q, no_ack=False) for _ in range(o.consumers_per_queue)]
-                self.channels[q] = ch
-                self.consumer_tags[q] = tags
+            self._open_channels()
         except BaseException:
             self.abort()
             raise
+
+    def _open_channels(self) -> None:
+        """Per queue: channel, declare (or check), raw mode, qos, one consumer waiting for its
+        consume-ok (so a missing permission or an exclusive consumer fails here); then the
+        queues' further consumers with no-wait (§1.8.3.3): their consume-oks would queue behind
+        the first consumers' deliveries (up to the prefetch window, a second or more),
+        holding up the query's first batch."""
+        from spark_amqp.protocol.errors import NotFound
+
+        o = self.options
+        for q in o.queues:
+            ch = self.conn.channel()
+            try:
+                if o.declare:
+                    ok = ch.queue_declare(q, durable=o.durable,
+                                          arguments=dict(o.queue_arguments) or None)
+                else:
+                    ok = ch.queue_declare(q, passive=True)
+                self.initial_counts[q] = int(ok.message_count)
+            except NotFound as e:
+                raise QueueMissing(
+                    f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
+                    f"{e.reply_text}). Create it, or set option declare=true (with "
+                    "queueArguments/durable) to let the source declare it.") from e
+            ch.set_raw_deliveries()  # deliveries stay frames until the executors
+            ch.basic_qos(o.prefetch_per_consumer)
+            self.channels[q] = ch
+            self.consumer_tags[q] = [ch.basic_consume(q, no_ack=False)]
+        for q in o.queues:
+            ch = self.channels[q]
+            for i in range(1, o.consumers_per_queue):
+                tag = f"{self.consumer_tags[q][0]}.{i}"
+                self.consumer_tags[q].append(ch.basic_consume(q, no_ack=False,
+                                                              consumer_tag=tag, no_wait=True))
 
     def _where(self) -> str:
         from urllib.parse import urlparse

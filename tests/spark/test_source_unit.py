@@ -121,7 +121,7 @@ def test_queue_buffer_plan_slice_ack():
     b = QueueBuffer("q")
     b.add([FakeDelivery(b"%d" % i, i + 1) for i in range(10)])
     assert b.plan(4) == 4 and b.unplanned == 6
-    assert [d.body for d in b.slice(1, 4)] == [b"1", b"2", b"3"]
+    assert [d.body for d, lo, hi in b.slice(1, 4)] == [b"1", b"2", b"3"]
     assert b.ack_upto(3) == 3 and b.ack_upto(3) is None     # idempotent
     assert b.ack_upto(9) == 4                                  # clamped to planned
     with pytest.raises(LookupError):
