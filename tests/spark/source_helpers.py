@@ -46,6 +46,16 @@ def message_count(url: str, queue: str) -> int:
         return c.channel().queue_declare(queue, passive=True).method.message_count
 
 
+def broker_view(url: str, queue: str) -> str:
+    """The queue as the broker reports it (ready messages, consumers), for a failure message."""
+    try:
+        with pika_conn(url) as c:
+            ok = c.channel().queue_declare(queue, passive=True).method
+            return f"broker: queue {queue} ready={ok.message_count} consumers={ok.consumer_count}"
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        return f"broker: queue {queue}: {e!r}"
+
+
 def consumer_count(url: str, queue: str) -> int:
     with pika_conn(url) as c:
         return c.channel().queue_declare(queue, passive=True).method.consumer_count
@@ -147,26 +157,44 @@ def start_runner(*args: str, log_path: Path) -> subprocess.Popen:
                             start_new_session=True, cwd=str(ROOT))
 
 
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it (by parent pid, so also the ones that left its
+    process group: PySpark's daemon calls setpgid)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+                parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(c for c, pp in parent.items() if pp == pid)
+    return out
+
+
 def dump_group_stacks(p: subprocess.Popen) -> str:
-    """Stacks of every process of the runner's process group, for a test that timed out: the
+    """Stacks of the runner and every process below it, for a test that timed out: the
     Python ones with ``py-spy dump`` (all threads), the JVM with ``jstack``. Best effort: a tool
     that is missing or refused (ptrace) is reported in the text instead."""
     import shutil
 
     out = []
-    try:
-        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()
-                and os.getpgid(int(d)) == p.pid]
-    except (OSError, ProcessLookupError):
-        pids = []
+    pids = _descendants(p.pid)
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     for pid in sorted(pids):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
         except OSError:
             continue
-        tool = ([pyspy, "dump", "--pid", str(pid)] if "python" in cmd
-                else ["jstack", str(pid)] if "java" in cmd else None)
+        exe = cmd.split(" ", 1)[0]
+        # the JVM's class path names site-packages/pyspark: look at the executable, not "python"
+        is_java = exe.endswith("/java") or exe == "java"
+        tool = (["jstack", str(pid)] if is_java
+                else [pyspy, "dump", "--pid", str(pid)] if "python" in exe else None)
         if tool is None:
             continue
         try:
@@ -174,7 +202,7 @@ def dump_group_stacks(p: subprocess.Popen) -> str:
             text = r.stdout + r.stderr
         except (OSError, subprocess.TimeoutExpired) as e:
             text = f"({tool[0]} failed: {e})"
-        if "java" in cmd:   # keep the threads that matter: the stream execution and Python I/O
+        if is_java:   # keep the threads that matter: the stream execution and Python I/O
             blocks = text.split("\n\n")
             text = "\n\n".join(b for b in blocks if "stream execution" in b
                                or "python" in b.lower() or "MicroBatch" in b)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from source_helpers import (declare, delete, dump_group_stacks, fast_publish, kill_group,
+from source_helpers import (broker_view, declare, delete, dump_group_stacks, fast_publish, kill_group,
                             message_count, start_runner, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -19,6 +19,33 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 N = 100_000
 BATCH = 10_000
 CRASHES = 3
+
+
+def sink_complete(spark, out) -> bool:
+    """Every id is in the parquet sink (read through its _spark_metadata log: committed
+    batches only)."""
+    if not (out / "_spark_metadata").exists():
+        return False
+    return spark.read.parquet(str(out)).select("id").distinct().count() == N
+
+
+def progress(p, markers, spark, out):
+    """Predicate for one run: "batch" once it completed a batch with rows (or the process died,
+    reported by the caller), "idle" when the sink already holds every id (looked at every 5 s
+    after the first 20: a Spark job of its own)."""
+    next_look = time.monotonic() + 20
+
+    def pred():
+        nonlocal next_look
+        if p.poll() is not None or any(markers.glob("batch-*")):
+            return "batch"
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + 5
+            if sink_complete(spark, out):
+                return "idle"
+        return None
+
+    return pred
 
 
 def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
@@ -30,19 +57,25 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
         ck, out = tmp_path / "ck", tmp_path / "out"
         rnd = random.Random()
         opts = [f"maxMessagesPerTrigger={BATCH}", f"prefetch={2 * BATCH}"]
+        mid_stream = 0
         for run in range(CRASHES):
             markers = tmp_path / f"m{run}"
             p = start_runner(broker_url, q, str(ck), str(out), str(markers), "0 seconds", *opts,
                              log_path=tmp_path / "runner.log")
             try:
                 try:
-                    wait_until(lambda: p.poll() is not None or any(markers.glob("batch-*")), 180,
-                               what=f"a batch in run {run}")
+                    # A run makes a batch, unless the earlier runs already streamed every id into
+                    # the sink (the source drains 100,000 in a few seconds; then this crash hits
+                    # an idle query, which is a valid crash point too).
+                    done = wait_until(progress(p, markers, spark, out), 180,
+                                      what=f"a batch in run {run}")
                 except AssertionError as e:
-                    raise AssertionError(f"{e}\n{dump_group_stacks(p)}\n----- runner.log tail\n"
+                    raise AssertionError(f"{e}\n{broker_view(broker_url, q)}\n"
+                                         f"{dump_group_stacks(p)}\n----- runner.log tail\n"
                                          f"{(tmp_path / 'runner.log').read_text()[-3000:]}") from e
                 assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
-                time.sleep(rnd.uniform(0.0, 3.0))      # a random point: mid-batch or between
+                mid_stream += done == "batch"
+                time.sleep(rnd.uniform(0.0, 1.5))      # a random point: mid-batch or between
             finally:
                 kill_group(p)
         markers = tmp_path / "final"
@@ -62,7 +95,7 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
         distinct = set(ids)
         dups = len(ids) - len(distinct)
         print(f"\n[crash test {broker_url.split('@')[-1]}] rows={len(ids)} distinct={len(distinct)} "
-              f"duplicates={dups} crashes={CRASHES} batch={BATCH}")
+              f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH}")
         assert distinct == {"%06d" % i for i in range(N)}
         assert dups <= CRASHES * BATCH
         wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue empty")
