@@ -2,10 +2,11 @@
 
 ``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
 [--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000] [--cpu]
-[--url amqp://...]``
+[--queue-type classic|quorum] [--url amqp://...]``
 
-For each broker a unique non-durable queue is filled with ``--messages`` bodies of
-``--body-size`` bytes (no properties), then drained by, in turn:
+For each broker a unique queue (``--queue-type``: a non-durable classic queue by default, or
+a quorum queue) is filled with ``--messages`` bodies of ``--body-size`` bytes (no properties),
+then drained by, in turn:
 
 - **pika loop** (the raw client rate): ``basic_qos(1000)``, ``basic_consume`` with a callback,
   manual ``basic_ack(multiple=True)`` every 100 messages, until the queue is empty.
@@ -239,6 +240,9 @@ def main(argv=None) -> int:
                     help="source prefetch per queue (default: the source's default for "
                          "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=50_000)
+    ap.add_argument("--queue-type", choices=["classic", "quorum"], default="classic",
+                    help="the benchmark queue's x-queue-type (quorum: durable, RabbitMQ docs/"
+                         "quorum-queues.md); every contender drains the same kind of queue")
     ap.add_argument("--cpu", action="store_true",
                     help="also print the CPU-seconds of each kind of process (Spark JVM, source "
                          "runner, Python workers, broker, this process) during each contender "
@@ -283,7 +287,10 @@ def main(argv=None) -> int:
                 from ..client import connect
 
                 with connect(url) as c:
-                    c.channel().queue_declare(queue)
+                    quorum = args.queue_type == "quorum"
+                    c.channel().queue_declare(
+                        queue, durable=quorum,
+                        arguments={"x-queue-type": "quorum"} if quorum else None)
                 _fill(url, queue, n, body)
                 with CpuAccount() as acct:
                     t_pika = pika_loop(url, queue, n)
@@ -319,7 +326,8 @@ def main(argv=None) -> int:
                     proc.stop()
     spark.stop()
 
-    print(f"\nmessages={n} body={args.body_size}B maxMessagesPerTrigger={args.max_per_trigger} "
+    print(f"\nqueue={args.queue_type} messages={n} body={args.body_size}B "
+          f"maxMessagesPerTrigger={args.max_per_trigger} "
           f"prefetch={prefetch_text} maxMessagesPerPartition={args.per_partition}")
     print(f"{'broker':<10}{'pika loop':>12}{'client alone':>14}{'amqp source':>13}{'ceiling':>11}"
           f"{'src/pika':>10}{'src/ceil':>10}{'src/alone':>11}   (rows/s, wall incl. query start)")
