@@ -36,7 +36,8 @@ serverNameIndication       would be silently unused)
 failOnDataLoss             fail the query when a queue disappears       true
                            (404 on reconnect) instead of retrying
 availableNowIdleTimeout    Trigger.AvailableNow: seconds to wait for    5
-                           the snapshotted messages before finishing
+                           the snapshotted messages (or a reconnect)
+                           before finishing
 =========================  ===========================================  ========================
 
 Default prefetch (per queue), from the per-queue trigger share ``share = ceil(

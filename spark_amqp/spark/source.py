@@ -113,6 +113,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_attempt = 0.0
         self._backoff = _FIRST_BACKOFF
         self._targets: dict[str, int] | None = None  # AvailableNow: still to plan, per queue
+        self._last_end: dict | None = None  # last offset latestOffset returned
+        self._reconnect_deadline: float | None = None  # AvailableNow: reconnect attempts end
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
 
     # Pickled to the executors: only the configuration travels, never sockets or buffers.
@@ -270,7 +272,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Snapshot the ready-message count of every queue (declare-ok message-count taken
         before consuming, AMQP 0-9-1 §1.7.2.2); this run never plans more than that many
         messages per queue, and ends when they are planned (or when none arrive for
-        ``availableNowIdleTimeout`` seconds, e.g. another consumer took them)."""
+        ``availableNowIdleTimeout`` seconds, e.g. another consumer took them). After a
+        connection loss ``latestOffset`` waits for the reconnect (Spark ends the run at the
+        first trigger without a batch), for at most ``availableNowIdleTimeout`` seconds."""
         self._ensure_connected()
         self._targets = dict(self._consumer.initial_counts)
         log.info("amqp source: Trigger.AvailableNow targets %s", self._targets)
@@ -283,10 +287,13 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             buf = s.buffers.get(q)
             if buf is None:
                 continue
-            before = buf.acked
-            tag = buf.ack_upto(n)
+            tag = buf.ack_tag(n)
             if tag is not None:
+                # ack first: if it fails the range still counts as unacked (the broker
+                # requeues it; _lose_session gives it back to Trigger.AvailableNow's targets)
                 self._consumer.ack(q, tag)
+                before = buf.acked
+                buf.ack_upto(n)
                 self._stats["acked"] += buf.acked - before
 
     def _drain(self, timeout: float = 0.0) -> int:
@@ -317,40 +324,79 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_rows = int(limit.max_rows)
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
-        if self._targets is not None and not any(self._targets.values()):
-            # AvailableNow: everything snapshotted is planned; ack the last batch and finish.
-            if start_off is not None:
-                self._ack_safely(start_off)
-            return start if start is not None else self._current_session().planned_offset().to_dict()
-        fresh = self._consumer is None
-        if not self._ensure_connected():
-            return start if start is not None else self._current_session().planned_offset().to_dict()
-        try:
-            if start_off is not None:
-                self._ack_upto(start_off)
-            # Right after connecting nothing has arrived yet: wait briefly for the first
-            # deliveries so the first trigger is not always empty.
-            self._drain(_FIRST_DRAIN_WAIT if fresh else 0.0)
-            want = self._wanted(max_rows)
-            if self._targets is not None:
-                want = self._wait_available_now(want, max_rows)
-        except Exception as e:
-            if not _is_connection_error(e):
-                raise
-            self._lose_session(e)
-            return start if start is not None else self._current_session().planned_offset().to_dict()
+        while True:
+            if self._targets is not None and not any(self._targets.values()):
+                # AvailableNow: everything snapshotted is planned; ack the last batch, finish.
+                if start_off is not None:
+                    self._ack_safely(start_off)
+                return self._unchanged(start)
+            fresh = self._consumer is None
+            if not self._ensure_connected():
+                if self._await_reconnect():
+                    continue
+                return self._unchanged(start)
+            try:
+                if start_off is not None:
+                    self._ack_upto(start_off)
+                # Right after connecting nothing has arrived yet: wait briefly for the first
+                # deliveries so the first trigger is not always empty.
+                self._drain(_FIRST_DRAIN_WAIT if fresh else 0.0)
+                want = self._wanted(max_rows)
+                if self._targets is not None:
+                    want = self._wait_available_now(want, max_rows)
+            except Exception as e:
+                if not _is_connection_error(e):
+                    raise
+                self._lose_session(e)
+                if self._targets is not None:
+                    continue  # AvailableNow: reconnect now (see _await_reconnect)
+                return self._unchanged(start)
+            break
         total = sum(want.values())
         if total == 0:
-            if start is not None:
-                return start
-            return self._session.planned_offset().to_dict()
+            return self._unchanged(start)
         for q, n in want.items():
             if n:
                 self._session.buffers[q].plan(n)
                 if self._targets is not None:
                     self._targets[q] = max(0, self._targets.get(q, 0) - n)
         self._stats["planned"] += total
-        return self._session.planned_offset().to_dict()
+        self._reconnect_deadline = None  # progress: a later loss gets its own reconnect time
+        self._last_end = self._session.planned_offset().to_dict()
+        return self._last_end
+
+    def _unchanged(self, start: dict | None) -> dict:
+        """"Nothing new": ``start`` itself, or on the 4.0/4.1 signature (no ``start``) the
+        last offset returned (a reconnect must not look like a new end to Spark)."""
+        if start is not None:
+            return start
+        if self._last_end is None:
+            self._last_end = self._current_session().planned_offset().to_dict()
+        return self._last_end
+
+    def _await_reconnect(self) -> bool:
+        """Trigger.AvailableNow after a connection loss: Spark ends the run at the first
+        trigger that plans nothing, so wait here for the backoff to expire (True: try to
+        connect again). After ``availableNowIdleTimeout`` seconds of failed attempts (at least
+        one more attempt is made) give up: the remaining snapshot is left for the next run
+        (False, logged). Streaming triggers never wait (False)."""
+        if self._targets is None or not any(self._targets.values()):
+            return False
+        now = time.monotonic()
+        if self._reconnect_deadline is None:
+            self._reconnect_deadline = now + self.options.available_now_idle_timeout
+        elif now >= self._reconnect_deadline:
+            log.warning("amqp source: Trigger.AvailableNow: could not reconnect within %.1fs; "
+                        "finishing; %s snapshotted messages stay in the queues for the next run",
+                        self.options.available_now_idle_timeout, self._targets)
+            self._targets = {q: 0 for q in self._targets}
+            self._reconnect_deadline = None
+            return False
+        wait = max(0.0, self._next_attempt - now)
+        time.sleep(min(wait, max(0.0, self._reconnect_deadline - now)) if wait else 0.0)
+        if time.monotonic() < self._next_attempt:   # the deadline came first: one last try
+            self._next_attempt = 0.0
+        return True
 
     def _wait_available_now(self, want: dict[str, int], max_rows: int | None) -> dict[str, int]:
         """Trigger.AvailableNow: wait (bounded) until the batch can be full - the per-queue

@@ -102,6 +102,16 @@ class QueueBuffer:
             return it.first_tag + offset - self.starts[i]
         return it.delivery_tag
 
+    def ack_tag(self, upto: int) -> int | None:
+        """The delivery tag that acks (``multiple=True``) every delivery below ``upto``, without
+        changing the buffer; None when nothing new is to be acked. Same clamping as
+        :meth:`ack_upto`. Send the ack first, then call :meth:`ack_upto`: an ack that fails
+        leaves the range counted as unacked (the broker requeues it)."""
+        upto = min(upto, self.planned)
+        if upto <= self.acked:
+            return None
+        return self.tag_at(upto - 1)
+
     def ack_upto(self, upto: int) -> int | None:
         """Forget deliveries below ``upto`` and return the tag to ack with ``multiple=True``.
 
@@ -109,9 +119,9 @@ class QueueBuffer:
         is clamped to the planned end: only planned (Spark-logged) deliveries are ever acked.
         """
         upto = min(upto, self.planned)
-        if upto <= self.acked:
+        tag = self.ack_tag(upto)
+        if tag is None:
             return None
-        tag = self.tag_at(upto - 1)
         # forget the items wholly below upto (a run reaching past it stays until later)
         k = self._index(upto) if upto < self.received else len(self.items)
         if k > 0:
@@ -162,7 +172,8 @@ def fair_split(available: Mapping[str, int], limit: int | None,
 
     ``available``: rows each queue can give; ``limit``: total cap (None = no cap); ``caps``:
     optional per-queue upper bounds (Trigger.AvailableNow targets). Every queue gets
-    ``min(available, cap, fair share)``; what a queue cannot use is shared among the others.
+    ``min(available, cap, fair share)``; what a queue cannot use is shared equally among the
+    others (the odd rows of an uneven split go to the queues first by name).
     Returns ``{queue: n}`` with ``sum(n) <= limit`` and ``n <= available[q]``.
     """
     room = {q: max(0, min(a, caps.get(q, a) if caps else a)) for q, a in available.items()}
@@ -170,20 +181,21 @@ def fair_split(available: Mapping[str, int], limit: int | None,
         return room
     out = {q: 0 for q in room}
     remaining = max(0, limit)
-    active = sorted(q for q, r in room.items() if r > 0)
-    while remaining > 0 and active:
-        share, extra = divmod(remaining, len(active))
-        nxt = []
-        given = 0
-        for i, q in enumerate(active):
-            want = share + (1 if i < extra else 0)
-            take = min(want, room[q] - out[q])
-            out[q] += take
-            given += take
-            if out[q] < room[q]:
-                nxt.append(q)
-        remaining -= given
-        if given == 0:
+    # water-filling: the queues with the least room are filled first while their room is
+    # within an equal share of what is left; the rest split the remainder equally (the odd
+    # rows to the first by name, so the split is deterministic)
+    order = sorted((q for q, r in room.items() if r > 0), key=lambda q: (room[q], q))
+    i = 0
+    while i < len(order) and remaining > 0:
+        q = order[i]
+        if room[q] * (len(order) - i) > remaining:
             break
-        active = nxt
+        out[q] = room[q]
+        remaining -= room[q]
+        i += 1
+    rest = sorted(order[i:])
+    if rest and remaining > 0:
+        share, extra = divmod(remaining, len(rest))
+        for j, q in enumerate(rest):
+            out[q] = share + (1 if j < extra else 0)
     return out

@@ -22,7 +22,7 @@ from spark_amqp.spark.source_buffer import QueueBuffer, fair_split
 from spark_amqp.spark.source_offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from source_fakes import FakeBroker, FakeDelivery
+from source_fakes import FakeBroker, FakeConsumer, FakeDelivery
 
 
 # ------------------------------------------------------------------------------ schema
@@ -142,6 +142,26 @@ def test_fair_split_properties(avail, limit):
         # fairness: a queue below its fair share only if it has nothing more
         fair = limit // max(1, len(avail))
         assert all(out[q] >= min(avail[q], fair) for q in avail)
+        # water-filling: a queue short of what it has got at least everyone else's share - 1
+        assert all(out[q] >= out[p] - 1 for q in avail if out[q] < avail[q] for p in avail)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=3), st.integers(-3, 40), max_size=5),
+       st.integers(-2, 120), st.data())
+def test_fair_split_with_caps_water_fills(avail, limit, data):
+    caps = {q: data.draw(st.integers(0, 40)) for q in avail}
+    out = fair_split(avail, limit, caps)
+    room = {q: max(0, min(a, caps[q])) for q, a in avail.items()}
+    assert all(0 <= out[q] <= room[q] for q in avail)
+    assert sum(out.values()) == min(max(limit, 0), sum(room.values()))
+    assert all(out[q] >= out[p] - 1 for q in avail if out[q] < room[q] for p in avail)
+
+
+def test_fair_split_shares_what_a_small_queue_cannot_use_equally():
+    # 5 rows, "00" can give 1: the other two get 2 each (was 3/1: the odd row went to the
+    # queue that sorts first twice)
+    assert fair_split({"0": 3, "1": 2, "00": 1}, 5) == {"0": 2, "1": 2, "00": 1}
+    assert fair_split({"a": 10, "b": 10, "c": 10}, 10) == {"a": 4, "b": 3, "c": 3}
 
 
 # ------------------------------------------------------------------------------ arrow
@@ -367,26 +387,111 @@ def test_tls_options_pass_to_the_client():
                                  "verify": "verify_peer", "connection_timeout": 2.5}
 
 
+def _run_available_now(r, start, limit, max_triggers=30):
+    """Spark's Trigger.AvailableNow loop: it ends at the first trigger that plans nothing
+    (latestOffset returns ``start``). Returns the bodies read."""
+    got, e = [], start
+    for _ in range(max_triggers):
+        nxt = r.latestOffset(e, limit)
+        if nxt == e:
+            break
+        got += [x["body"] for x in _rows(r, e, nxt)]
+        e = nxt
+    return got
+
+
 def test_available_now_connection_loss_still_reads_the_snapshot():
+    """A loss before batch 1 was acked: the run waits out the reconnect backoff inside
+    latestOffset (Spark would end the run at a trigger without a batch) and reads it all."""
     broker = FakeBroker(["a"])
     for i in range(6):
         broker.publish("a", b"%d" % i)
-    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="0.2")
+    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="2")
     r.prepareForTriggerAvailableNow()
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadMaxRows(3))
     got = [x["body"] for x in _rows(r, s, e1)]
     broker.consumers[0].kill()                 # lost before batch 1 was acked
-    e = e1
-    for _ in range(10):
-        r._next_attempt = 0
-        nxt = r.latestOffset(e, ReadMaxRows(3))
-        if nxt == e and r._consumer is not None:
-            break
-        got += [x["body"] for x in _rows(r, e, nxt)]
-        e = nxt
+    got += _run_available_now(r, e1, ReadMaxRows(3))
     assert sorted(set(got)) == [b"%d" % i for i in range(6)]
     assert sorted(broker.acked["a"]) == [b"%d" % i for i in range(6)]
+    assert len(broker.consumers) == 2
+
+
+def test_available_now_gives_up_reconnecting_after_the_idle_timeout():
+    """When the broker stays away, the AvailableNow run ends after availableNowIdleTimeout
+    (with at least one more attempt), leaving the rest for the next run; nothing unplanned
+    is acked."""
+    import time
+
+    broker = FakeBroker(["a"])
+    for i in range(6):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="0.3")
+    r.prepareForTriggerAvailableNow()
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadMaxRows(3))
+    _rows(r, s, e1)
+    broker.consumers[0].kill()
+    broker.fail_open = ConnectionRefusedError("broker down")
+    t0 = time.monotonic()
+    assert r.latestOffset(e1, ReadMaxRows(3)) == e1   # no batch: Spark ends the run
+    assert 0.25 <= time.monotonic() - t0 <= 3.0
+    assert not any(r._targets.values())
+    assert broker.acked["a"] == []                    # batch 1's ack never reached the broker
+    assert sorted(b for b, _, _ in broker.ready["a"]) == [b"%d" % i for i in range(6)]
+
+
+class _AckFailsOnce(FakeConsumer):
+    """The broker closes the queue's channel under the next basic.ack (the connection stays):
+    the ack raises and the unacked deliveries are requeued."""
+    fail_next_ack = False
+
+    def ack(self, queue, tag):
+        if self.fail_next_ack:
+            self.fail_next_ack = False
+            self.kill()
+            raise ConnectionError("channel closed")
+        return super().ack(queue, tag)
+
+
+def test_available_now_failed_ack_keeps_the_range_in_the_snapshot():
+    """The buffer counts a range as acked only after basic.ack was sent: when the ack fails,
+    the requeued range is added back to the AvailableNow targets, so the redeliveries do not
+    use up the part of the snapshot that was never read (review finding)."""
+    class Broker(FakeBroker):
+        def factory(self, options):
+            c = _AckFailsOnce(self, options)
+            self.consumers.append(c)
+            return c
+
+    broker = Broker(["a"])
+    for i in range(6):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="2")
+    r.prepareForTriggerAvailableNow()
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadMaxRows(3))
+    got = [x["body"] for x in _rows(r, s, e1)]
+    broker.consumers[0].fail_next_ack = True     # the ack of batch 1 (next trigger) fails
+    got += _run_available_now(r, e1, ReadMaxRows(3))
+    assert set(got) == {b"%d" % i for i in range(6)}, got
+
+
+def test_no_start_signature_reconnect_does_not_report_a_new_offset():
+    """PySpark 4.0/4.1 calls latestOffset() without start: after a loss (in backoff, or
+    reconnected with nothing new) it returns the last offset it gave, not the new session's
+    zero offset (which Spark would take for a new, empty batch)."""
+    broker = FakeBroker(["a"])
+    broker.publish("a", b"0")
+    r = _reader(broker)
+    r.initialOffset()
+    e1 = r.latestOffset()
+    r.commit(e1)
+    broker.consumers[0].kill()
+    assert r.latestOffset() == e1                # loss detected, in backoff
+    r._next_attempt = 0
+    assert r.latestOffset() == e1                # reconnected, nothing new
 
 
 def test_available_now_plans_a_partial_batch_after_the_fill_wait():
