@@ -677,7 +677,10 @@ def deliver_columns(bytes data, expect=None, bint packed_bodies=False):
             if flags == 0 and hsize == 14:
                 props.append(None)
             else:
-                props.append(decode_properties(data, h + 19, hend))
+                pr = decode_properties(data, h + 19, hend)
+                # no property bit in the first word (only continuation words): no properties,
+                # None like the pure-Python twin (which compares with an empty BasicProperties)
+                props.append(None if (flags & 0xFFFE) == 0 else pr)
             q = hend + 1
             if body_size == 0:
                 bodies.append(b"")

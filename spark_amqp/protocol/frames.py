@@ -403,7 +403,7 @@ class Decoder:
                     raise FrameError(f"method frame of {size} bytes on channel {channel} is too short for class and method ids")
                 if pending and channel in pending:
                     raise UnexpectedFrame(f"method frame on channel {channel} while content for {pending[channel].method.NAME} is incomplete")
-                if index == _DELIVER_INDEX and raw_channels and channel in raw_channels:
+                if index == _DELIVER_INDEX and channel and raw_channels and channel in raw_channels:
                     # a raw channel: cut a run of complete deliveries as frames (.raw_deliveries)
                     r = scan(buf, start - 7, n, channel, fmax8, self.max_body_size)
                     if r is not None:

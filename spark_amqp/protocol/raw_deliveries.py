@@ -124,7 +124,8 @@ def decode_frames(data: bytes, expect: int | None = None) -> list:
     """
     from .frames import ContentMessage, Decoder
 
-    dec = Decoder(frame_max=0)
+    # no body limit here: the scan that cut these frames applied the connection's own
+    dec = Decoder(frame_max=0, max_body_size=(1 << 64) - 1)
     events = dec.feed(data)
     if dec.buffered or dec.pending_channels():
         raise ValueError(f"the frames end inside a message ({dec.buffered} bytes undecoded)")

@@ -882,3 +882,41 @@ def test_state_machine_handles_runs_like_deliveries_on_channels_not_open(state):
         # discarded: only the ack on channel 2 remains (dropped too while the connection closes)
         assert results[1][0][0] == "ok"
         assert all(type(e) is MethodFrame for e in results[1][0][1])
+
+
+# ----------------------------------------------------------- review findings (regressions)
+
+def _with_continuation_flags(msg: bytes) -> bytes:
+    """The message with its property list replaced by flags 0x0001 + continuation word 0x0000
+    (no property present; valid per 0-9-1 §4.2.6.1, accepted by the decoder)."""
+    msize = struct.unpack_from(">I", msg, 3)[0]
+    h = 7 + msize + 1
+    hsize = struct.unpack_from(">I", msg, h + 3)[0]
+    assert hsize == 14  # no properties
+    payload = msg[h + 7:h + 7 + 12] + b"\x00\x01\x00\x00"
+    header = struct.pack(">BHI", 2, 1, len(payload)) + payload + b"\xce"
+    return msg[:h] + header + msg[h + 8 + hsize:]
+
+
+def test_deliver_columns_no_properties_behind_a_continuation_word_is_none():
+    """Compiled and pure deliver_columns agree: flags 0x0001 + 0x0000 means no properties
+    (None), as the normal decoder's empty BasicProperties."""
+    wire = _with_continuation_flags(
+        encode_message(1, spec.Basic.Deliver("c", 1, False, "e", "r"), None, b"x"))
+    (ev,) = Decoder().feed(wire)
+    assert ev.properties == BasicProperties()
+    assert rd.deliver_columns(wire, 1)[4] == [None]
+    if SPEEDUPS is not None and hasattr(SPEEDUPS, "deliver_columns"):
+        assert SPEEDUPS.deliver_columns(wire, 1) == rd.deliver_columns(wire, 1)
+
+
+def test_raw_channel_0_deliver_is_still_504():
+    """basic.deliver on channel 0 is CHANNEL_ERROR (504) with or without raw mode: the raw
+    scan never changes which errors a stream produces."""
+    wire = encode_message(0, spec.Basic.Deliver("c", 1, False, "e", "r"), None, b"x")
+    with pytest.raises(ChannelErrorCode):
+        Decoder().feed(wire)
+    dec = Decoder()
+    dec.raw_channels.add(0)
+    with pytest.raises(ChannelErrorCode):
+        dec.feed(wire)
