@@ -466,6 +466,18 @@ cdef inline bint _ascii(const unsigned char* p, Py_ssize_t i, Py_ssize_t k) noex
     return True
 
 
+cdef inline Py_ssize_t _skip_shortstr(const unsigned char* p, Py_ssize_t i,
+                                      Py_ssize_t mend) noexcept:
+    """Offset after the ASCII shortstr at ``p[i]`` inside a method payload ending at ``mend``,
+    or -1 when it does not fit or is not ASCII."""
+    if i >= mend:
+        return -1
+    cdef Py_ssize_t k = p[i]
+    if i + 1 + k > mend or not _ascii(p, i + 1, k):
+        return -1
+    return i + 1 + k
+
+
 cdef Py_ssize_t _one_deliver(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, int channel,
                              Py_ssize_t fmax8, unsigned long long max_body,
                              unsigned long long* tag) noexcept:
@@ -480,25 +492,13 @@ cdef Py_ssize_t _one_deliver(const unsigned char* p, Py_ssize_t pos, Py_ssize_t 
     cdef Py_ssize_t mend = pos + 7 + size
     if mend >= n or p[mend] != 206:
         return -1
-    cdef Py_ssize_t i = pos + 11
-    cdef Py_ssize_t k
-    if i >= mend:
-        return -1
-    k = p[i]
-    if i + 1 + k > mend or not _ascii(p, i + 1, k):
-        return -1
-    i += 1 + k
-    if i + 9 >= mend:
+    cdef Py_ssize_t i = _skip_shortstr(p, pos + 11, mend)   # consumer tag
+    if i < 0 or i + 9 >= mend:
         return -1
     tag[0] = (<unsigned long long>_u32(p, i) << 32) | _u32(p, i + 4)
-    i += 9
-    for _ in range(2):
-        if i >= mend:
-            return -1
-        k = p[i]
-        if i + 1 + k > mend or not _ascii(p, i + 1, k):
-            return -1
-        i += 1 + k
+    i = _skip_shortstr(p, i + 9, mend)                     # exchange
+    if i >= 0:
+        i = _skip_shortstr(p, i, mend)                     # routing key
     if i != mend:
         return -1
     cdef Py_ssize_t h = mend + 1
@@ -642,14 +642,8 @@ def deliver_columns(bytes data, expect=None, bint packed_bodies=False):
             chan = (<int>p[pos + 1] << 8) | p[pos + 2]
             if mend >= n or p[mend] != 206 or chan == 0:
                 raise _Fallback
-            i = pos + 11
-            if i >= mend:
-                raise _Fallback
-            k = p[i]                           # consumer tag (only checked: ASCII)
-            if i + 1 + k > mend or not _ascii(p, i + 1, k):
-                raise _Fallback
-            i += 1 + k
-            if i + 9 >= mend:
+            i = _skip_shortstr(p, pos + 11, mend)   # consumer tag (only checked: ASCII)
+            if i < 0 or i + 9 >= mend:
                 raise _Fallback
             red.append(True if p[i + 8] & 1 else False)
             i += 9
