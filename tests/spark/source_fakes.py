@@ -48,6 +48,8 @@ class FakeConsumer:
         self.initial_counts = {}
         self.acks = []         # (queue, tag)
         self.closed_politely = False
+        #: the next basic.ack raises (the broker closed the queue's channel under it)
+        self.fail_next_ack = False
 
     def open(self):
         if self.broker.fail_open:
@@ -74,6 +76,9 @@ class FakeConsumer:
     def ack(self, queue, tag):
         if not self.is_open:
             raise ConnectionError("connection lost")
+        if self.fail_next_ack:
+            self.fail_next_ack = False
+            raise ConnectionError("channel closed under the ack")
         known = [u for u in self.unacked[queue] if u[0] <= tag]
         assert known and known[-1][0] == tag, f"unknown delivery tag {tag} (406)"
         self.acks.append((queue, tag))

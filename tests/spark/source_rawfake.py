@@ -8,7 +8,7 @@ import random
 from spark_amqp.client import Delivery
 from spark_amqp.protocol import BasicProperties, Decoder, RawDeliveries, encode_message, spec
 
-from source_fakes import FakeBroker
+from source_fakes import FakeBroker, FakeConsumer
 
 D = spec.Basic.Deliver
 
@@ -24,23 +24,14 @@ def make_run(deliveries):
     return evs[0]
 
 
-class RawConsumer:
-    def __init__(self, broker, options, rng, consumers=3):
-        self.broker, self.options, self.rng = broker, options, rng
-        self.consumers = consumers
-        self.is_open = False
-        self.unacked, self.next_tag, self.initial_counts = {}, {}, {}
-        self.acks = []
-        self.fail_next_ack = False
+class RawConsumer(FakeConsumer):
+    """:class:`FakeConsumer` whose drain returns runs and single deliveries, tags shared by
+    ``consumers`` consumers on one channel."""
 
-    def open(self):
-        if self.broker.fail_open:
-            raise self.broker.fail_open
-        self.is_open = True
-        for q in self.options.queues:
-            self.unacked[q] = []
-            self.next_tag[q] = 1
-            self.initial_counts[q] = len(self.broker.ready[q])
+    def __init__(self, broker, options, rng, consumers=3):
+        super().__init__(broker, options)
+        self.rng = rng
+        self.consumers = consumers
 
     def drain(self, queue, timeout=0.0):
         if not self.is_open:
@@ -56,7 +47,7 @@ class RawConsumer:
             ctag = f"c{self.rng.randrange(self.consumers)}"  # several consumers, one tag sequence
             take.append((ctag, tag, red, body))
         for ctag, tag, red, body in take:
-            self.unacked[queue].append((tag, body, None, red))
+            self.unacked[queue].append((tag, body, BasicProperties(), red))
         out = []
         i = 0
         while i < len(take):
@@ -69,32 +60,6 @@ class RawConsumer:
                 out.append(make_run(chunk))
             i += n
         return out
-
-    def ack(self, queue, tag):
-        if not self.is_open:
-            raise ConnectionError("connection lost")
-        if self.fail_next_ack:
-            self.fail_next_ack = False
-            raise ConnectionError("channel closed under the ack")
-        known = [u for u in self.unacked[queue] if u[0] <= tag]
-        assert known and known[-1][0] == tag, f"unknown delivery tag {tag} (406)"
-        self.acks.append((queue, tag))
-        self.broker.acked[queue] += [u[1] for u in known]
-        self.unacked[queue] = [u for u in self.unacked[queue] if u[0] > tag]
-
-    def kill(self):
-        if not self.is_open:
-            return
-        self.is_open = False
-        for q, us in self.unacked.items():
-            self.broker.ready[q][0:0] = [(b, BasicProperties(), True) for _, b, _, _ in us]
-            self.unacked[q] = []
-
-    def close(self):
-        self.kill()
-
-    def abort(self):
-        self.kill()
 
 
 class RawBroker(FakeBroker):

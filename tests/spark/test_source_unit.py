@@ -22,7 +22,7 @@ from spark_amqp.spark.source_buffer import QueueBuffer, fair_split
 from spark_amqp.spark.source_offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from source_fakes import FakeBroker, FakeConsumer, FakeDelivery
+from source_fakes import FakeBroker, FakeDelivery
 
 
 # ------------------------------------------------------------------------------ schema
@@ -400,17 +400,23 @@ def _run_available_now(r, start, limit, max_triggers=30):
     return got
 
 
-def test_available_now_connection_loss_still_reads_the_snapshot():
-    """A loss before batch 1 was acked: the run waits out the reconnect backoff inside
-    latestOffset (Spark would end the run at a trigger without a batch) and reads it all."""
+def _available_now_after_batch_0(idle_timeout: str):
+    """Six messages in queue "a" and a Trigger.AvailableNow reader (3 per trigger) that has
+    planned and read batch 0. Returns (broker, reader, end of batch 0, bodies read)."""
     broker = FakeBroker(["a"])
     for i in range(6):
         broker.publish("a", b"%d" % i)
-    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="2")
+    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout=idle_timeout)
     r.prepareForTriggerAvailableNow()
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadMaxRows(3))
-    got = [x["body"] for x in _rows(r, s, e1)]
+    return broker, r, e1, [x["body"] for x in _rows(r, s, e1)]
+
+
+def test_available_now_connection_loss_still_reads_the_snapshot():
+    """A loss before batch 1 was acked: the run waits out the reconnect backoff inside
+    latestOffset (Spark would end the run at a trigger without a batch) and reads it all."""
+    broker, r, e1, got = _available_now_after_batch_0("2")
     broker.consumers[0].kill()                 # lost before batch 1 was acked
     got += _run_available_now(r, e1, ReadMaxRows(3))
     assert sorted(set(got)) == [b"%d" % i for i in range(6)]
@@ -424,14 +430,7 @@ def test_available_now_gives_up_reconnecting_after_the_idle_timeout():
     is acked."""
     import time
 
-    broker = FakeBroker(["a"])
-    for i in range(6):
-        broker.publish("a", b"%d" % i)
-    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="0.3")
-    r.prepareForTriggerAvailableNow()
-    s = r.initialOffset()
-    e1 = r.latestOffset(s, ReadMaxRows(3))
-    _rows(r, s, e1)
+    broker, r, e1, _ = _available_now_after_batch_0("0.3")
     broker.consumers[0].kill()
     broker.fail_open = ConnectionRefusedError("broker down")
     t0 = time.monotonic()
@@ -442,37 +441,11 @@ def test_available_now_gives_up_reconnecting_after_the_idle_timeout():
     assert sorted(b for b, _, _ in broker.ready["a"]) == [b"%d" % i for i in range(6)]
 
 
-class _AckFailsOnce(FakeConsumer):
-    """The broker closes the queue's channel under the next basic.ack (the connection stays):
-    the ack raises and the unacked deliveries are requeued."""
-    fail_next_ack = False
-
-    def ack(self, queue, tag):
-        if self.fail_next_ack:
-            self.fail_next_ack = False
-            self.kill()
-            raise ConnectionError("channel closed")
-        return super().ack(queue, tag)
-
-
 def test_available_now_failed_ack_keeps_the_range_in_the_snapshot():
     """The buffer counts a range as acked only after basic.ack was sent: when the ack fails,
     the requeued range is added back to the AvailableNow targets, so the redeliveries do not
     use up the part of the snapshot that was never read (review finding)."""
-    class Broker(FakeBroker):
-        def factory(self, options):
-            c = _AckFailsOnce(self, options)
-            self.consumers.append(c)
-            return c
-
-    broker = Broker(["a"])
-    for i in range(6):
-        broker.publish("a", b"%d" % i)
-    r = _reader(broker, maxMessagesPerTrigger="3", availableNowIdleTimeout="2")
-    r.prepareForTriggerAvailableNow()
-    s = r.initialOffset()
-    e1 = r.latestOffset(s, ReadMaxRows(3))
-    got = [x["body"] for x in _rows(r, s, e1)]
+    broker, r, e1, got = _available_now_after_batch_0("2")
     broker.consumers[0].fail_next_ack = True     # the ack of batch 1 (next trigger) fails
     got += _run_available_now(r, e1, ReadMaxRows(3))
     assert set(got) == {b"%d" % i for i in range(6)}, got
