@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["BrokerProcess", "local_spark"]
+__all__ = ["BrokerProcess", "fill_queue", "local_spark"]
 
 
 class BrokerProcess:
@@ -65,3 +65,24 @@ def local_spark(app_name: str, **conf: str):
     spark.sparkContext.setLogLevel("ERROR")
     spark_amqp.register(spark)
     return spark
+
+
+def fill_queue(url: str, queue: str, n: int, body: bytes) -> None:
+    """Publish ``n`` copies of ``body`` to ``queue`` (default exchange) with confirms, then
+    wait until the queue reports ``n`` ready messages (at most 120 s; TimeoutError)."""
+    from ..client import connect
+
+    with connect(url) as c:
+        ch = c.channel()
+        ch.confirm_select()
+        left = n
+        while left:
+            k = min(left, 20000)
+            ch.publish_batch([(body,)] * k, routing_key=queue)
+            ch.wait_for_confirms(timeout=300)
+            left -= k
+        deadline = time.monotonic() + 120
+        while ch.queue_declare(queue, passive=True).message_count < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"queue {queue} did not reach {n} messages")
+            time.sleep(0.01)

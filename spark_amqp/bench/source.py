@@ -36,32 +36,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .common import BrokerProcess, local_spark
+from .common import BrokerProcess, fill_queue, local_spark
 from .cpu import CpuAccount
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 # --------------------------------------------------------------------------- brokers
-
-def _fill(url: str, queue: str, n: int, body: bytes) -> None:
-    from ..client import connect
-
-    with connect(url) as c:
-        ch = c.channel()
-        ch.confirm_select()
-        left = n
-        while left:
-            k = min(left, 20000)
-            ch.publish_batch([(body,)] * k, routing_key=queue)
-            ch.wait_for_confirms(timeout=300)
-            left -= k
-        deadline = time.monotonic() + 120
-        while ch.queue_declare(queue, passive=True).message_count < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"queue {queue} did not reach {n} messages")
-            time.sleep(0.01)
-
 
 # --------------------------------------------------------------------------- contenders
 
@@ -291,20 +272,20 @@ def main(argv=None) -> int:
                     c.channel().queue_declare(
                         queue, durable=quorum,
                         arguments={"x-queue-type": "quorum"} if quorum else None)
-                _fill(url, queue, n, body)
+                fill_queue(url, queue, n, body)
                 with CpuAccount() as acct:
                     t_pika = pika_loop(url, queue, n)
                 print(f"[{b}] pika loop: {n / t_pika:,.0f} msg/s", flush=True)
                 if args.cpu:
                     print(acct.report(f"the pika loop ({b})"), flush=True)
-                _fill(url, queue, n, body)
+                fill_queue(url, queue, n, body)
                 with CpuAccount() as acct:
                     t_alone = client_alone(url, queue, n, prefetch, args.max_per_trigger)
                 print(f"[{b}] client alone (the source's consumer, no Spark): "
                       f"{n / t_alone:,.0f} msg/s", flush=True)
                 if args.cpu:
                     print(acct.report(f"the client alone ({b})"), flush=True)
-                _fill(url, queue, n, body)
+                fill_queue(url, queue, n, body)
                 with CpuAccount() as acct:
                     src = source_run(spark, url, queue, args, tmp)
                 if src.rows != n:
