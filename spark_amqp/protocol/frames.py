@@ -322,7 +322,8 @@ class Decoder:
         chunks = self._chunks
         if chunks:
             if data:
-                chunks.append(data)
+                # a copy: the caller may reuse its buffer (``recv_into``) before the frame completes
+                chunks.append(data if data.__class__ is bytes else bytes(data))
                 self._buffered += len(data)
             if self._buffered < self._need:
                 return []

@@ -363,7 +363,11 @@ def _enc_t(v: Any, depth: int) -> bytes:
 
 
 def _enc_f(v: Any, depth: int) -> bytes:
-    return b"f" + _F32.pack(float(v))
+    try:
+        return b"f" + _F32.pack(float(v))
+    except (OverflowError, struct.error) as exc:    # |v| beyond float32's range (~3.4e38)
+        raise AMQPSyntaxError(f"value {v!r} does not fit field-table type 'f' (32-bit float); "
+                              f"send it as a plain float (type 'd')") from exc
 
 
 def _enc_d(v: Any, depth: int) -> bytes:

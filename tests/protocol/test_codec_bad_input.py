@@ -311,3 +311,66 @@ def test_fuzz_per_flags_property_decoders_fail_like_the_general_one(p, data):
 
 def test_encoded_table_helper_sanity():
     assert decode_table(encode_table({"a": 1}))[0] == {"a": 1}
+
+
+# --- issue 11 §4: edge bugs found by differential fuzzing ---------------------------------
+
+ACK = bytes.fromhex("0100010000000d003c0050000000000000000701ce")   # basic.ack(7, multiple)
+
+
+@pytest.mark.parametrize("kind", ["memoryview", "bytearray"])
+@pytest.mark.parametrize("impl", ["compiled", "pure"])
+def test_feed_copies_a_reused_buffer_at_every_split_point(impl, kind):
+    """``Decoder.feed`` takes any bytes-like object and must not keep a reference to it: a
+    caller reusing one buffer (as ``recv_into`` does) overwrites it before the frame is
+    complete. Every two-cut split of ack + publish, fed through one reused buffer that is
+    scribbled over after each call, gives the events of feeding the bytes whole."""
+    import speedups_switch
+    if impl == "compiled" and speedups_switch.SPEEDUPS is None:
+        pytest.skip("compiled fast paths not built")
+    wire = ACK + PUBLISH
+    with speedups_switch.installed(speedups_switch.SPEEDUPS if impl == "compiled" else None):
+        expected = repr(Decoder().feed(wire))
+        reused = bytearray(len(wire))
+        for i in range(1, len(wire)):
+            for j in range(i, len(wire)):
+                dec, got = Decoder(), []
+                for piece in (wire[:i], wire[i:j], wire[j:]):
+                    if kind == "memoryview":
+                        reused[:len(piece)] = piece
+                        got += dec.feed(memoryview(reused)[:len(piece)])
+                        reused[:] = b"\xff" * len(reused)      # the caller reuses its buffer
+                    else:
+                        ba = bytearray(piece)
+                        got += dec.feed(ba)
+                        ba[:] = b"\xff" * len(ba)
+                assert repr(got) == expected, (i, j)
+
+
+def test_feed_reused_bytearray_repro():
+    """The issue's repro: 3 B + 3 B in one bytearray overwritten in place, then the rest."""
+    buf = bytearray(ACK[:3])
+    dec = Decoder()
+    assert dec.feed(buf) == []
+    buf[:] = ACK[3:6]
+    assert dec.feed(buf) == []
+    buf[:] = b"\xff\xff\xff"                                   # overwrite the second piece
+    events = dec.feed(ACK[6:])
+    assert [e.method.delivery_tag for e in events] == [7]
+
+
+def test_float32_overflow_is_a_syntax_error_everywhere():
+    """A ``Typed("f", 1e300)`` does not fit a 32-bit float: ``encode_table`` and
+    ``encode_message`` (headers) raise AMQPSyntaxError 502 like ``encode_method`` does, never a
+    bare OverflowError."""
+    from spark_amqp.protocol import Typed
+    table = {"a": Typed("f", 1e300)}
+    with pytest.raises(AMQPSyntaxError) as e1:
+        encode_table(table)
+    with pytest.raises(AMQPSyntaxError) as e2:
+        encode_message(1, spec.Basic.Publish(0, "ex", "rk"), BasicProperties(headers=table), b"x")
+    with pytest.raises(AMQPSyntaxError) as e3:
+        encode_method(1, spec.Queue.Declare(0, "q", arguments=table))
+    assert e1.value.reply_code == e2.value.reply_code == e3.value.reply_code == 502
+    assert "'f'" in str(e1.value)
+    assert encode_table({"a": Typed("f", 3.0e38)})             # in range: still encodes
