@@ -62,7 +62,9 @@ _pack_frame = _FRAME.pack
 _PUBLISH = spec.Basic.Publish.INDEX
 METHODS = spec.METHODS
 _CONN_CLASS = 10
-_CLOSE_TIMEOUT = 3.0
+#: RabbitMQ's ?CLOSING_TIMEOUT (rabbit_reader.erl): how long a closed connection's socket is
+#: left to the peer, at most; the negotiated heartbeat interval when shorter (and not 0).
+_CLOSING_TIMEOUT = 30.0
 _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coalescing
 _COALESCE_DELAY = 0.001   # seconds
 
@@ -447,7 +449,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.flush()
             log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
             self.state = "closed"
-            self._close_transport()
+            self._leave_socket_to_client()
             return
         if idx == spec.Connection.CloseOk.INDEX and st in ("closing", "closed"):
             self.state = "closed"
@@ -517,10 +519,12 @@ class AMQPServerProtocol(asyncio.Protocol):
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
         if idx == spec.Connection.UpdateSecret.INDEX and st == "opened":
-            try:
-                authenticate(self.broker.config, "PLAIN", b"\x00" + self.user.encode() + b"\x00" + method.new_secret)
-            except AuthFailure as exc:
-                raise AccessRefused(str(exc), 10, 70) from None
+            # RabbitMQ extension (token refresh). RabbitMQ's internal auth backend does not check
+            # the new secret against the user's password: its update_state accepts it, the
+            # reader answers update-secret-ok and the connection and its channels stay open
+            # (rabbit_reader handle_method0 connection.update_secret; seen on RabbitMQ 3.10.8).
+            log.info("connection %s (user '%s') updated secret, reason: %s", self.peer, self.user,
+                     method.reason)
             self.send_method(0, spec.Connection.UpdateSecretOk())
             return
         if idx == spec.Connection.Blocked.INDEX or idx == spec.Connection.Unblocked.INDEX:
@@ -622,7 +626,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                   class_id=exc.class_id, method_id=exc.method_id))
         self.flush()
-        self._close_timer = self.loop.call_later(_CLOSE_TIMEOUT, self._abort)
+        self._close_timer = self.loop.call_later(self.closing_timeout(), self._abort)
 
     def close_by_server(self, code: int = 320, text: str = "CONNECTION_FORCED - broker shutdown") -> None:
         """Close the connection from the broker side (shutdown): 320 CONNECTION_FORCED."""
@@ -676,6 +680,27 @@ class AMQPServerProtocol(asyncio.Protocol):
                 ch.shutdown()
         self.confirm_channels.clear()
 
+    def closing_timeout(self) -> float:
+        """Seconds a closing connection waits for its peer: for ``close-ok`` after the broker
+        sent ``connection.close``, and for the peer to close its socket after the broker sent
+        ``close-ok``. RabbitMQ's rule (rabbit_reader ``close_connection``): the negotiated
+        heartbeat interval if it is 1–29 s, else 30 s (measured on RabbitMQ 3.10.8: 2.0 s with
+        heartbeat 2, 30.0 s with heartbeat 0)."""
+        hb = self.heartbeat
+        return float(hb) if 0 < hb < _CLOSING_TIMEOUT else _CLOSING_TIMEOUT
+
+    def _leave_socket_to_client(self) -> None:
+        """After ``close-ok`` to a client's ``connection.close``: the connection is closed (its
+        channels, consumers and exclusive queues are gone, further bytes are ignored), but the
+        TCP close is the client's, as in RabbitMQ, so that asyncio clients finish their own
+        close handshake before they see end-of-file. A client that never closes its socket has
+        it closed for it after :meth:`closing_timeout`."""
+        self._cleanup()
+        if self.transport is None:
+            return
+        self.broker.lingering.add(self)
+        self._close_timer = self.loop.call_later(self.closing_timeout(), self._abort)
+
     def _close_transport(self) -> None:
         if self.transport is not None and not self.closed:
             self.closed = True
@@ -683,6 +708,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._cleanup()
 
     def _abort(self) -> None:
+        self.broker.lingering.discard(self)
         if self.transport is not None:
             self.closed = True
             self.transport.abort()
@@ -690,6 +716,7 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _cleanup(self) -> None:
         self.closed = True
+        self.broker.lingering.discard(self)
         if self._hb_timer is not None:
             self._hb_timer.cancel()
             self._hb_timer = None

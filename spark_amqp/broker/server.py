@@ -121,6 +121,8 @@ class Broker:
         self.data_dir = data_dir or self.config.data_dir
         self.vhosts: dict[str, VHost] = {v: VHost(self, v) for v in self.config.vhosts}
         self.connections: set[AMQPServerProtocol] = set()
+        #: connections closed by their client whose socket the client has not closed yet
+        self.lingering: set[AMQPServerProtocol] = set()
         self.mem_used = 0
         self.blocked = False
         self._dirty_queues: dict[int, object] = {}
@@ -375,7 +377,7 @@ class Broker:
         deadline = time.monotonic() + 1.0
         while self.connections and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        for c in list(self.connections):
+        for c in list(self.connections) + list(self.lingering):
             c._abort()
         for srv in self.servers:
             try:

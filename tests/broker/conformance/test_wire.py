@@ -244,6 +244,43 @@ def test_client_connection_close_handshake(opened):
     # After close-ok the client closes the socket (RabbitMQ waits for it to do so).
 
 
+def test_after_close_ok_the_socket_is_the_clients_to_close(peer):
+    # RabbitMQ 3.10.8 (rabbit_reader close_connection): after close-ok to the client's
+    # connection.close the broker leaves the TCP close to the client, bounded by the heartbeat
+    # interval (30 s without heartbeats). Measured: heartbeat 2 -> EOF 2.0 s after close-ok.
+    peer.open(heartbeat=2)
+    peer.send_method(0, spec.Connection.Close(reply_code=200, reply_text="bye"))
+    assert isinstance(peer.next_event(5).method, spec.Connection.CloseOk)
+    t0 = time.monotonic()
+    assert not peer.wait_eof(1.0), "the broker closed the socket right after close-ok"
+    assert peer.wait_eof(10), "a client that never closes its socket must not hold it forever"
+    assert 1.5 <= time.monotonic() - t0 <= 6
+
+
+def test_broker_initiated_close_closes_the_socket_after_close_ok(opened):
+    opened.send_method(1, spec.Channel.Open())          # 504: the broker closes the connection
+    close = opened.next_event(5)
+    assert isinstance(close.method, spec.Connection.Close) and close.method.reply_code == 504
+    opened.send_method(0, spec.Connection.CloseOk())
+    t0 = time.monotonic()
+    assert opened.wait_eof(5)
+    assert time.monotonic() - t0 < 1.0                  # RabbitMQ: at once (0.0 s)
+
+
+def test_broker_initiated_close_without_close_ok_is_bounded(peer):
+    # The broker waits for close-ok at most the heartbeat interval (30 s without heartbeats);
+    # RabbitMQ 3.10.8, heartbeat 2: EOF 2.0 s after its connection.close.
+    peer.open(heartbeat=2)
+    peer.open_channel(1)
+    peer.send_method(1, spec.Channel.Open())
+    close = peer.next_event(5)
+    assert isinstance(close.method, spec.Connection.Close) and close.method.reply_code == 504
+    t0 = time.monotonic()
+    assert not peer.wait_eof(1.0), "the broker must wait for close-ok before closing"
+    assert peer.wait_eof(10)
+    assert 1.5 <= time.monotonic() - t0 <= 6
+
+
 # --- heartbeats -------------------------------------------------------------------------------
 
 def test_server_sends_heartbeats(peer):
