@@ -11,6 +11,10 @@
   (``ssl_cert_login_from = distinguished_name``, RabbitMQ's default) or its common name
   (``common_name``); the user must exist, its password is not checked.
 
+Every login is then subject to ``loopback_users`` (:func:`check_loopback`). Passwords are
+checked against clear text or RabbitMQ's salted hashes (:mod:`.passwords`). A refused client
+gets RabbitMQ's "Login was refused ... see the broker logfile" text; the reason is logged.
+
 Source: RabbitMQ access-control and TLS docs (https://www.rabbitmq.com/docs/access-control,
 https://www.rabbitmq.com/docs/ssl), ``rabbit_auth_mechanism_plain/amqplain/ssl``.
 """
@@ -78,9 +82,14 @@ def authenticate(config: BrokerConfig, mechanism: str, response: bytes) -> str:
     ``password_hash`` (:meth:`.config.User.check_password`).
 
     Raises :class:`AuthFailure`: reason "user 'NAME' - invalid credentials" (RabbitMQ's log
-    text), client text :func:`refused_text`.
+    text) or a blank-password refusal (RabbitMQ's internal backend refuses those), client text
+    :func:`refused_text`.
     """
     user, password = _parse(mechanism, response)
+    if password == "":
+        # RabbitMQ's internal backend refuses blank passwords whatever is configured
+        raise AuthFailure(f"user '{user}' attempted to log in with a blank password, which is "
+                          f"prohibited", refused_text(mechanism))
     u = config.users.get(user)
     if u is None or not u.check_password(password):
         raise AuthFailure(f"user '{user}' - invalid credentials", refused_text(mechanism))
