@@ -103,9 +103,9 @@ class User:
     """
 
     name: str
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # never in logs or tracebacks
     tags: list[str] = field(default_factory=list)
-    password_hash: str | None = None
+    password_hash: str | None = field(default=None, repr=False)
     hashing_algorithm: str = DEFAULT_HASHING_ALGORITHM
 
     def __post_init__(self) -> None:
@@ -141,6 +141,9 @@ class Permission:
             return False
         return re.match(pattern, name) is not None
 
+
+#: RabbitMQ caps max_message_size at 512 MiB (rabbit_channel:get_max_message_size/0)
+MAX_MESSAGE_SIZE_LIMIT = 512 * 1024 * 1024
 
 CERT_LOGIN_FROM = ("distinguished_name", "common_name")
 
@@ -329,6 +332,9 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
                 if not isinstance(v, int) or v < 0:
                     raise ConfigError(f"{path}: [broker] {key} must be a non-negative integer, got {v!r}")
                 setattr(cfg, key, v)
+        if cfg.max_message_size > MAX_MESSAGE_SIZE_LIMIT:
+            raise ConfigError(f"{path}: [broker] max_message_size must be at most {MAX_MESSAGE_SIZE_LIMIT} "
+                              f"(512 MiB, RabbitMQ's hard limit), got {cfg.max_message_size}")
         if "loopback_users" in b:
             lu = b["loopback_users"]
             if not isinstance(lu, list) or not all(isinstance(x, str) for x in lu):

@@ -256,3 +256,14 @@ def test_message_above_max_message_size_is_406_on_its_channel():
         ch2 = c.channel()
         assert ch2.queue_declare(q, passive=True).method.message_count == 1
         c.close()
+
+
+def test_shipped_config_keeps_the_security_defaults(tmp_path):
+    from pathlib import Path
+    cfg = load_config(Path(__file__).resolve().parents[2] / "conf" / "broker.toml")
+    assert cfg.loopback_users == ["guest"] and cfg.handshake_timeout == 10000
+    assert "password" not in repr(cfg.users["guest"])  # never printed with the config
+    p = tmp_path / "b.toml"
+    p.write_text("[broker]\nmax_message_size = 536870913\n")
+    with pytest.raises(ConfigError, match="at most 536870912"):
+        load_config(p)
