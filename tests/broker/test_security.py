@@ -262,7 +262,7 @@ def test_shipped_config_keeps_the_security_defaults(tmp_path):
     from pathlib import Path
     cfg = load_config(Path(__file__).resolve().parents[2] / "conf" / "broker.toml")
     assert cfg.loopback_users == ["guest"] and cfg.handshake_timeout == 10000
-    assert "password" not in repr(cfg.users["guest"])  # never printed with the config
+    assert repr(cfg.users["guest"]).count("'guest'") == 1  # the name; the password is not printed
     p = tmp_path / "b.toml"
     p.write_text("[broker]\nmax_message_size = 536870913\n")
     with pytest.raises(ConfigError, match="at most 536870912"):
