@@ -94,7 +94,9 @@ class User:
         tags: RabbitMQ user tags (``"administrator"``, ...).
         password_hash: RabbitMQ's salted hash, base64 of a 4-byte salt + digest of (salt +
             password) (see :mod:`.passwords`; ``spark-amqp broker hash-password`` or
-            RabbitMQ's ``definitions.json`` export make one). Used instead of ``password``.
+            RabbitMQ's ``definitions.json`` export make one). Used instead of ``password``;
+            ``""`` means no password login at all (RabbitMQ's ``clear_password``; such a user
+            can still log in with EXTERNAL, a TLS client certificate).
         hashing_algorithm: the hash's algorithm, RabbitMQ's module name
             (``rabbit_password_hashing_sha256``, the default; ``..._sha512``, ``..._md5``).
 
@@ -112,7 +114,7 @@ class User:
         if (self.password is None) == (self.password_hash is None):
             raise ConfigError(f"user {self.name!r}: give exactly one of password (clear text) and "
                               f"password_hash (make one with `spark-amqp broker hash-password`)")
-        if self.password_hash is not None:
+        if self.password_hash:  # "" = no password (rabbitmqctl clear_password): EXTERNAL login only
             try:
                 check_hash(self.password_hash, self.hashing_algorithm)
             except ValueError as exc:

@@ -133,6 +133,12 @@ def test_config_password_hash_and_its_errors(tmp_path):
     assert BrokerConfig().loopback_users == ["guest"] and BrokerConfig().handshake_timeout == 10000
 
 
+def test_empty_password_hash_means_no_password_login():
+    # rabbitmqctl clear_password leaves "password_hash": "" in definitions.json
+    u = User("cert-only", password_hash="")
+    assert not u.check_password("") and not u.check_password("x")
+
+
 def test_blank_password_is_refused_even_if_configured():
     cfg = BrokerConfig(users={"a": User("a", "")}, permissions={("a", "/"): Permission()})
     with pytest.raises(AuthFailure, match="blank password"):
