@@ -11,10 +11,16 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
 
 - protocol header: anything but ``AMQP 0 0 9 1`` (or ``AMQP 1 1 0 9``) is answered with
   ``AMQP 0 0 9 1`` and the socket is closed;
-- start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered or bad credentials close the
-  socket, or send 403 ACCESS_REFUSED to clients with the authentication_failure_close
-  capability) / tune / tune-ok (frame-max < 4096 or above ours, channel-max above ours → 530) /
+- start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered, bad credentials or a
+  ``loopback_users`` user on a non-loopback address close the socket, or send 403
+  ACCESS_REFUSED to clients with the authentication_failure_close capability; the reason is
+  only logged) / tune / tune-ok (frame-max < 4096 or above ours, channel-max above ours → 530) /
   open (unknown vhost or no permission → 530 NOT_ALLOWED, as RabbitMQ);
+- limits before authentication: frames before tune-ok carry at most 4096 bytes
+  (``initial_frame_max``, caps start-ok), and the handshake must reach open-ok within
+  ``handshake_timeout`` (10 s) or the socket is dropped;
+- a message above ``max_message_size`` is read and dropped, then its channel is closed with
+  406 PRECONDITION_FAILED (RabbitMQ 3.10 ``rabbit_channel:check_msg_size``);
 - errors: channel errors (403/404/405/406, ...) send channel.close and ignore the channel
   until close-ok; connection errors (501 frame, 502 syntax, 503 command invalid, 504
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
