@@ -546,7 +546,9 @@ class AMQPServerProtocol(asyncio.Protocol):
                 raise NotAllowed(f"vhost {vname} not found", 10, 40)
             limit = self.broker.config.max_connections
             if limit and sum(1 for c in self.broker.connections if c.state == "opened") >= limit:
-                raise NotAllowed(f"connection limit ({limit}) is reached", 10, 40)
+                # RabbitMQ's wording for its per-vhost max-connections limit
+                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}': "
+                                 f"connection limit ({limit}) is reached", 10, 40)
             perm = self.broker.config.permission(self.user, vname)
             if perm is None:
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
