@@ -2,7 +2,7 @@
 hashes made by this machine's RabbitMQ), the hash-password CLI, loopback_users decisions,
 exposure warnings, handshake_timeout and max_message_size. The loopback refusal over a real
 non-loopback interface is in test_loopback_netns.py; limits RabbitMQ shares with us are in
-conformance/test_limits.py."""
+conformance/test_handshake_limits.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 
 frame_max, channel_max and max_connections after the handshake are in test_wire.py and
 tests/broker/test_server.py; max_message_size (RabbitMQ: 406 after the whole message) in
-tests/broker/test_security.py (RabbitMQ's 128 MiB default is too big to send to a shared broker).
+tests/broker/test_broker_security.py (RabbitMQ's 128 MiB default is too big to send to a shared broker).
 """
 
 from __future__ import annotations
