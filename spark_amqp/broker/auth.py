@@ -11,20 +11,24 @@
   (``ssl_cert_login_from = distinguished_name``, RabbitMQ's default) or its common name
   (``common_name``); the user must exist, its password is not checked.
 
+Every login is then subject to ``loopback_users`` (:func:`check_loopback`). Passwords are
+checked against clear text or RabbitMQ's salted hashes (:mod:`.passwords`). A refused client
+gets RabbitMQ's "Login was refused ... see the broker logfile" text; the reason is logged.
+
 Source: RabbitMQ access-control and TLS docs (https://www.rabbitmq.com/docs/access-control,
 https://www.rabbitmq.com/docs/ssl), ``rabbit_auth_mechanism_plain/amqplain/ssl``.
 """
 
 from __future__ import annotations
 
-import hmac
+import ipaddress
 import struct
 
 from ..protocol.values import decode_table
 from .config import BrokerConfig
 
 __all__ = ["MECHANISMS", "TLS_CLIENT_CERT_MECHANISMS", "authenticate", "authenticate_external",
-           "certificate_user", "AuthFailure"]
+           "certificate_user", "check_loopback", "is_loopback", "refused_text", "AuthFailure"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
 # offered on TLS listeners that require a verified client certificate
@@ -39,7 +43,13 @@ _RDN_NAMES = {
 
 
 class AuthFailure(Exception):
-    """Authentication failed; ``str()`` is the RabbitMQ-style reason sent with 403."""
+    """Authentication failed. ``str()`` is the reason (logged; sent with 403 too unless
+    ``client_text`` is set); ``client_text``: what the client is told instead, when the reason
+    must stay in the log (RabbitMQ tells clients only that the login was refused)."""
+
+    def __init__(self, reason: str, client_text: str | None = None):
+        super().__init__(reason)
+        self.client_text = client_text
 
 
 def _parse(mechanism: str, response: bytes) -> tuple[str, str]:
@@ -68,15 +78,59 @@ def _parse(mechanism: str, response: bytes) -> tuple[str, str]:
 def authenticate(config: BrokerConfig, mechanism: str, response: bytes) -> str:
     """Check ``response`` for ``mechanism`` against the configured users; return the user name.
 
-    Raises :class:`AuthFailure` with RabbitMQ's wording
-    ("ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN...").
+    Passwords are checked against the user's clear-text ``password`` or its salted
+    ``password_hash`` (:meth:`.config.User.check_password`).
+
+    Raises :class:`AuthFailure`: reason "user 'NAME' - invalid credentials" (RabbitMQ's log
+    text) or a blank-password refusal (RabbitMQ's internal backend refuses those), client text
+    :func:`refused_text`.
     """
     user, password = _parse(mechanism, response)
+    if password == "":
+        # RabbitMQ's internal backend refuses blank passwords whatever is configured
+        raise AuthFailure(f"user '{user}' attempted to log in with a blank password, which is "
+                          f"prohibited", refused_text(mechanism))
     u = config.users.get(user)
-    if u is None or not hmac.compare_digest(u.password.encode(), password.encode()):
-        raise AuthFailure(f"ACCESS_REFUSED - Login was refused using authentication mechanism "
-                          f"{mechanism}. For details see the broker logfile.")
+    if u is None or not u.check_password(password):
+        raise AuthFailure(f"user '{user}' - invalid credentials", refused_text(mechanism))
     return user
+
+
+def refused_text(mechanism: str) -> str:
+    """The 403 text a client gets for any refused login (RabbitMQ 3.10 ``rabbit_reader:auth_fail``
+    sends this "safe" text and logs the reason only)."""
+    return (f"ACCESS_REFUSED - Login was refused using authentication mechanism {mechanism}. "
+            f"For details see the broker logfile.")
+
+
+def is_loopback(address: str | None) -> bool:
+    """True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x (``::ffff:127.0.0.1``), as RabbitMQ's
+    ``rabbit_net:is_loopback/1``; False for anything else or ``None``."""
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def check_loopback(config: BrokerConfig, user: str, local_address: str | None,
+                   mechanism: str = "PLAIN") -> None:
+    """RabbitMQ's ``loopback_users``: a listed user may only log in on a connection whose
+    *local* (server-side) address is a loopback address; RabbitMQ's
+    ``rabbit_access_control:check_user_loopback`` checks the socket's own address, so a client
+    on the same host that connects to a non-loopback address is refused too.
+
+    Raises :class:`AuthFailure` whose reason is RabbitMQ's log text ("user 'guest' can only
+    connect via localhost"); the client is told :func:`refused_text` of ``mechanism``, as
+    RabbitMQ 3.10 ``rabbit_reader:auth_fail`` does for clients with the
+    ``authentication_failure_close`` capability (others just see the socket closed).
+    """
+    if user in config.loopback_users and not is_loopback(local_address):
+        raise AuthFailure(f"user '{user}' can only connect via localhost", refused_text(mechanism))
 
 
 def _rfc4514_escape(value: str) -> str:

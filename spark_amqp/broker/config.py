@@ -10,6 +10,8 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     memory_high_watermark = 1073741824 # bytes of message bodies held before connection.blocked
     max_message_size = 134217728       # bytes (RabbitMQ 3.10 default 128 MiB)
     max_connections = 0                # 0 = unlimited
+    handshake_timeout = 10000          # ms a new connection has to finish the handshake (RabbitMQ's)
+    loopback_users = ["guest"]         # users refused unless connected to a loopback address
 
     [tls]                              # optional: an amqps listener (RabbitMQ listeners.ssl.default)
     port = 5671                        # the IANA amqps port; spark-amqp broker --tls-port overrides
@@ -22,7 +24,9 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
 
     [[users]]
     name = "guest"
-    password = "guest"
+    password = "guest"                 # clear text, or instead:
+    # password_hash = "..."            # RabbitMQ's salted hash (spark-amqp broker hash-password)
+    # hashing_algorithm = "rabbit_password_hashing_sha256"   # the default
     tags = ["administrator"]
 
     [[vhosts]]
@@ -38,6 +42,16 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
 Without a file the broker has user guest/guest with full permissions on vhost ``/``
 (RabbitMQ's defaults) and no TLS listener.
 
+Security defaults, as RabbitMQ's (https://www.rabbitmq.com/docs/access-control): users listed
+in ``loopback_users`` (default ``["guest"]``) may only log in on a connection whose *local*
+(server-side) address is a loopback address (127.0.0.0/8, ::1; RabbitMQ's
+``rabbit_net:is_loopback`` looks at the socket's own address, not the peer's), anything else
+is refused with 403 ACCESS_REFUSED; ``loopback_users = []`` lifts that. Passwords may be given
+as RabbitMQ's salted hashes (``password_hash``, see :mod:`.passwords`). A connection that has
+not finished its handshake (connection.open-ok) within ``handshake_timeout`` ms is dropped,
+and frames before connection.tune-ok may be at most 4096 bytes of payload (RabbitMQ's
+``initial_frame_max``), which caps the size of a connection.start-ok response.
+
 TLS follows RabbitMQ's ``ssl_options`` (https://www.rabbitmq.com/docs/ssl): a server
 certificate and key are required; ``verify = "verify_peer"`` asks the client for a certificate
 and checks it against ``cacertfile`` (a presented certificate that does not verify fails the
@@ -52,12 +66,15 @@ or its common name (``cert_login_from = "common_name"``); that user must exist i
 
 from __future__ import annotations
 
+import hmac
 import re
 import ssl
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
 
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
 
@@ -68,9 +85,46 @@ class ConfigError(ValueError):
 
 @dataclass
 class User:
+    """One broker user (RabbitMQ's internal users).
+
+    Args:
+        name: the user name clients log in with.
+        password: clear-text password (fine for local runs), or ``None`` when
+            ``password_hash`` is given.
+        tags: RabbitMQ user tags (``"administrator"``, ...).
+        password_hash: RabbitMQ's salted hash, base64 of a 4-byte salt + digest of (salt +
+            password) (see :mod:`.passwords`; ``spark-amqp broker hash-password`` or
+            RabbitMQ's ``definitions.json`` export make one). Used instead of ``password``;
+            ``""`` means no password login at all (RabbitMQ's ``clear_password``; such a user
+            can still log in with EXTERNAL, a TLS client certificate).
+        hashing_algorithm: the hash's algorithm, RabbitMQ's module name
+            (``rabbit_password_hashing_sha256``, the default; ``..._sha512``, ``..._md5``).
+
+    Raises :class:`ConfigError` when both or neither of password and password_hash are set,
+    or the hash is malformed.
+    """
+
     name: str
-    password: str
+    password: str | None = field(default=None, repr=False)  # never in logs or tracebacks
     tags: list[str] = field(default_factory=list)
+    password_hash: str | None = field(default=None, repr=False)
+    hashing_algorithm: str = DEFAULT_HASHING_ALGORITHM
+
+    def __post_init__(self) -> None:
+        if (self.password is None) == (self.password_hash is None):
+            raise ConfigError(f"user {self.name!r}: give exactly one of password (clear text) and "
+                              f"password_hash (make one with `spark-amqp broker hash-password`)")
+        if self.password_hash:  # "" = no password (rabbitmqctl clear_password): EXTERNAL login only
+            try:
+                check_hash(self.password_hash, self.hashing_algorithm)
+            except ValueError as exc:
+                raise ConfigError(f"user {self.name!r}: {exc}") from None
+
+    def check_password(self, password: str) -> bool:
+        """True when ``password`` is this user's (constant-time comparison)."""
+        if self.password_hash is not None:
+            return verify_password(password, self.password_hash, self.hashing_algorithm)
+        return hmac.compare_digest(self.password.encode("utf-8"), password.encode("utf-8"))
 
 
 @dataclass
@@ -89,6 +143,9 @@ class Permission:
             return False
         return re.match(pattern, name) is not None
 
+
+#: RabbitMQ caps max_message_size at 512 MiB (rabbit_channel:get_max_message_size/0)
+MAX_MESSAGE_SIZE_LIMIT = 512 * 1024 * 1024
 
 CERT_LOGIN_FROM = ("distinguished_name", "common_name")
 
@@ -166,7 +223,14 @@ class TLSConfig:
 
 @dataclass
 class BrokerConfig:
-    """Everything the broker reads from its config file (see the module docstring)."""
+    """Everything the broker reads from its config file (see the module docstring).
+
+    Units: ``frame_max``, ``max_message_size``, ``memory_high_watermark``,
+    ``write_buffer_limit`` in bytes; ``heartbeat`` in seconds; ``handshake_timeout`` in
+    milliseconds (RabbitMQ's unit and default, 10000); ``max_connections`` and
+    ``channel_max`` counts (0 = unlimited). ``loopback_users``: user names that may only
+    connect via a loopback interface (default ``["guest"]``).
+    """
 
     users: dict[str, User] = field(default_factory=lambda: {"guest": User("guest", "guest", ["administrator"])})
     vhosts: list[str] = field(default_factory=lambda: ["/"])
@@ -181,6 +245,8 @@ class BrokerConfig:
     max_connections: int = 0
     write_buffer_limit: int = 4 * 1024 * 1024
     tls: TLSConfig | None = None
+    loopback_users: list[str] = field(default_factory=lambda: ["guest"])
+    handshake_timeout: int = 10000
 
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
@@ -201,7 +267,7 @@ def _toml_load(path: Path) -> dict[str, Any]:
 
 
 _INT_KEYS = ("frame_max", "channel_max", "heartbeat", "memory_high_watermark",
-             "max_message_size", "max_connections", "write_buffer_limit")
+             "max_message_size", "max_connections", "write_buffer_limit", "handshake_timeout")
 
 
 def _tls_from_toml(path: str | Path, t: Any) -> TLSConfig:
@@ -234,6 +300,25 @@ def _tls_from_toml(path: str | Path, t: Any) -> TLSConfig:
         raise ConfigError(f"{path}: [tls] {exc}") from None
 
 
+def _user_from_toml(path: str | Path, u: Any) -> User:
+    if not isinstance(u, dict) or not isinstance(u.get("name"), str):
+        raise ConfigError(f"{path}: every [[users]] entry needs a name (string)")
+    known = {"name", "password", "password_hash", "hashing_algorithm", "tags"}
+    unknown = sorted(set(u) - known)
+    if unknown:
+        raise ConfigError(f"{path}: user {u['name']!r}: unknown key(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(known))}")
+    tags = u.get("tags", [])
+    if isinstance(tags, str):  # RabbitMQ definitions.json before 3.11: "administrator,monitoring"
+        tags = [t for t in tags.split(",") if t]
+    try:
+        return User(u["name"], None if u.get("password") is None else str(u["password"]), list(tags),
+                    password_hash=u.get("password_hash"),
+                    hashing_algorithm=u.get("hashing_algorithm", DEFAULT_HASHING_ALGORITHM))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
 def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
     """Read a broker config from ``path`` (TOML; None = defaults) and apply ``overrides``.
 
@@ -249,6 +334,15 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
                 if not isinstance(v, int) or v < 0:
                     raise ConfigError(f"{path}: [broker] {key} must be a non-negative integer, got {v!r}")
                 setattr(cfg, key, v)
+        if cfg.max_message_size > MAX_MESSAGE_SIZE_LIMIT:
+            raise ConfigError(f"{path}: [broker] max_message_size must be at most {MAX_MESSAGE_SIZE_LIMIT} "
+                              f"(512 MiB, RabbitMQ's hard limit), got {cfg.max_message_size}")
+        if "loopback_users" in b:
+            lu = b["loopback_users"]
+            if not isinstance(lu, list) or not all(isinstance(x, str) for x in lu):
+                raise ConfigError(f"{path}: [broker] loopback_users must be a list of user names "
+                                  f"(e.g. [\"guest\"]; [] lets every user connect from anywhere), got {lu!r}")
+            cfg.loopback_users = list(lu)
         if "data_dir" in b:
             cfg.data_dir = str(b["data_dir"]) or None
         if cfg.frame_max and cfg.frame_max < 4096:
@@ -258,9 +352,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
         if "users" in data:
             cfg.users = {}
             for u in data["users"]:
-                if "name" not in u or "password" not in u:
-                    raise ConfigError(f"{path}: every [[users]] entry needs name and password")
-                cfg.users[u["name"]] = User(u["name"], str(u["password"]), list(u.get("tags", [])))
+                cfg.users[u.get("name")] = _user_from_toml(path, u)
         if "vhosts" in data:
             cfg.vhosts = [v["name"] if isinstance(v, dict) else str(v) for v in data["vhosts"]]
         if "permissions" in data:

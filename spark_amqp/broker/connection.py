@@ -11,10 +11,16 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
 
 - protocol header: anything but ``AMQP 0 0 9 1`` (or ``AMQP 1 1 0 9``) is answered with
   ``AMQP 0 0 9 1`` and the socket is closed;
-- start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered or bad credentials close the
-  socket, or send 403 ACCESS_REFUSED to clients with the authentication_failure_close
-  capability) / tune / tune-ok (frame-max < 4096 or above ours, channel-max above ours → 530) /
+- start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered, bad credentials or a
+  ``loopback_users`` user on a non-loopback address close the socket, or send 403
+  ACCESS_REFUSED to clients with the authentication_failure_close capability; the reason is
+  only logged) / tune / tune-ok (frame-max < 4096 or above ours, channel-max above ours → 530) /
   open (unknown vhost or no permission → 530 NOT_ALLOWED, as RabbitMQ);
+- limits before authentication: frames before tune-ok carry at most 4096 bytes
+  (``initial_frame_max``, caps start-ok), and the handshake must reach open-ok within
+  ``handshake_timeout`` (10 s) or the socket is dropped;
+- a message above ``max_message_size`` is read and dropped, then its channel is closed with
+  406 PRECONDITION_FAILED (RabbitMQ 3.10 ``rabbit_channel:check_msg_size``);
 - errors: channel errors (403/404/405/406, ...) send channel.close and ignore the channel
   until close-ok; connection errors (501 frame, 502 syntax, 503 command invalid, 504
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
@@ -45,9 +51,10 @@ from typing import Any
 
 from ..protocol import spec
 from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, FrameError,
-                               InternalError, NotAllowed, UnexpectedFrame, AccessRefused)
+                               InternalError, NotAllowed, PreconditionFailed, UnexpectedFrame,
+                               AccessRefused)
 from ..protocol.frames import HEARTBEAT_FRAME, PROTOCOL_HEADER
-from .auth import MECHANISMS, AuthFailure, authenticate
+from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
 
 __all__ = ["AMQPServerProtocol"]
@@ -67,6 +74,7 @@ _CONN_CLASS = 10
 _CLOSING_TIMEOUT = 30.0
 _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coalescing
 _COALESCE_DELAY = 0.001   # seconds
+_INITIAL_FRAME_MAX = 4096  # bytes of frame payload before tune-ok (RabbitMQ's initial_frame_max)
 
 
 class AMQPServerProtocol(asyncio.Protocol):
@@ -92,6 +100,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.channel_max = cfg.channel_max or 65535
         self.heartbeat = 0
         self.user: str | None = None
+        self.local_address: str | None = None  # the server-side address (loopback_users)
         self.vhost = None
         self.capabilities: dict[str, Any] = {}
         self.client_properties: dict[str, Any] = {}
@@ -110,15 +119,20 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        local = transport.get_extra_info("sockname")
+        self.local_address = local[0] if isinstance(local, tuple) and local else None
         transport.set_write_buffer_limits(high=self.broker.config.write_buffer_limit)
         self.broker.connections.add(self)
         log.info("accepting AMQP connection from %s", self.peer)
-        # a client must send its protocol header (and then start-ok) promptly
-        self._hb_timer = self.loop.call_later(10.0, self._handshake_timeout)
+        # RabbitMQ's handshake_timeout: until connection.open-ok, then heartbeats take over
+        timeout = self.broker.config.handshake_timeout
+        if timeout:
+            self._hb_timer = self.loop.call_later(timeout / 1000.0, self._handshake_timeout)
 
     def _handshake_timeout(self) -> None:
         if self.state != "opened" and not self.closed:
-            log.warning("closing connection %s: handshake not finished within 10 s", self.peer)
+            log.warning("closing connection %s: handshake not finished within %g s (handshake_timeout)",
+                        self.peer, self.broker.config.handshake_timeout / 1000.0)
             self._abort()
 
     def connection_lost(self, exc) -> None:
@@ -248,7 +262,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             pos = 8
             if self.closed:
                 return n
-        frame_max = self.frame_max if self.state == "opened" else max(4096, self.frame_max)
+        frame_max = self._frame_limit()
         channels = self.channels
         content = self.content
         max_size = self.broker.config.max_message_size
@@ -346,6 +360,8 @@ class AMQPServerProtocol(asyncio.Protocol):
                 self._on_method(chan, method)
                 if self.closed:
                     return n
+                if chan == 0:  # tune-ok raises the frame limit from the initial 4096
+                    frame_max = self._frame_limit()
             elif ftype == 3:
                 c = content.get(chan)
                 if c is None:
@@ -353,14 +369,18 @@ class AMQPServerProtocol(asyncio.Protocol):
                 if c[6] < 0:
                     raise UnexpectedFrame(f"content body frame on channel {chan} instead of the content header", 60, 40)
                 if size:
-                    c[7].append(buf[start:end])
+                    if c[7] is not None:
+                        c[7].append(buf[start:end])
                     c[8] += size
                 if c[8] >= c[6]:
                     if c[8] > c[6]:
                         raise UnexpectedFrame(f"content body on channel {chan} is longer than announced", 60, 40)
                     del content[chan]
                     parts = c[7]
-                    self._publish(chan, c, parts[0] if len(parts) == 1 else b"".join(parts))
+                    if parts is None:
+                        self._too_large(chan, c[6])
+                    else:
+                        self._publish(chan, c, parts[0] if len(parts) == 1 else b"".join(parts))
             elif ftype == 2:
                 c = content.get(chan)
                 if c is None or c[6] >= 0:
@@ -370,10 +390,13 @@ class AMQPServerProtocol(asyncio.Protocol):
                 class_id, weight, body_size = _unpack_hdr(buf, start)
                 if class_id != 60:
                     raise UnexpectedFrame(f"content header of class {class_id} after basic.publish", 60, 40)
-                if body_size > self.broker.config.max_message_size:
-                    raise FrameError(f"message body of {body_size} bytes exceeds max_message_size "
-                                     f"{self.broker.config.max_message_size}")
                 c[5] = buf[start + 12:end]
+                if body_size > self.broker.config.max_message_size:
+                    # RabbitMQ reads the whole message, then closes the channel with 406; the
+                    # body frames are counted and dropped here, never held
+                    c[6] = body_size
+                    c[7] = None
+                    continue
                 if body_size == 0:
                     del content[chan]
                     self._publish(chan, c, b"")
@@ -387,6 +410,25 @@ class AMQPServerProtocol(asyncio.Protocol):
             else:
                 raise FrameError(f"unknown frame type {ftype}")
         return pos
+
+    def _frame_limit(self) -> int:
+        """Largest frame (payload + 8 bytes framing) accepted now: the negotiated frame_max once
+        tune-ok is in; before that RabbitMQ's ``initial_frame_max``, a 4096-byte payload, which
+        also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket for a larger one)."""
+        if self.state in ("header", "start-ok", "tune-ok"):
+            return _INITIAL_FRAME_MAX + 8
+        return self.frame_max
+
+    def _too_large(self, chan: int, size: int) -> None:
+        """A message above ``max_message_size`` was read (and dropped): 406 on its channel, as
+        RabbitMQ 3.10 ``rabbit_channel:check_msg_size`` ("message size N is larger than
+        configured max size M")."""
+        ch = self.channels.get(chan)
+        if ch is None or ch.closing:
+            return
+        limit = self.broker.config.max_message_size
+        self.channel_error(ch, PreconditionFailed(
+            f"message size {size} is larger than configured max size {limit}", 60, 40))
 
     def _publish(self, chan: int, c: list, body: bytes) -> None:
         ch = self.channels.get(chan)
@@ -467,14 +509,17 @@ class AMQPServerProtocol(asyncio.Protocol):
                 self._close_transport()
                 return
             try:
-                self.user = self._authenticate(mech, method.response)
+                user = self._authenticate(mech, method.response)
+                check_loopback(self.broker.config, user, self.local_address, mech)
             except AuthFailure as exc:
-                log.warning("connection %s: authentication failed: %s", self.peer, exc)
+                # RabbitMQ logs the reason, tells the client only that the login was refused
+                log.warning("connection %s: %s login refused: %s", self.peer, mech, exc)
                 if self.capabilities.get("authentication_failure_close"):
-                    self.connection_error(AccessRefused(str(exc), 10, 11))
+                    self.connection_error(AccessRefused(exc.client_text or str(exc), 10, 11))
                 else:
                     self._close_transport()
                 return
+            self.user = user
             self.state = "tune-ok"
             cfg = self.broker.config
             self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
@@ -503,7 +548,9 @@ class AMQPServerProtocol(asyncio.Protocol):
                 raise NotAllowed(f"vhost {vname} not found", 10, 40)
             limit = self.broker.config.max_connections
             if limit and sum(1 for c in self.broker.connections if c.state == "opened") >= limit:
-                raise NotAllowed(f"connection limit ({limit}) is reached", 10, 40)
+                # RabbitMQ's wording for its per-vhost max-connections limit
+                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}': "
+                                 f"connection limit ({limit}) is reached", 10, 40)
             perm = self.broker.config.permission(self.user, vname)
             if perm is None:
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)

@@ -64,7 +64,11 @@ class EmbeddedBroker:
     def _uri(self, scheme: str, port: int) -> str:
         if self.broker is None:
             raise BrokerError("the embedded broker is not running; call start() first")
-        u = next(iter(self.config.users.values()))
+        # the first user whose clear-text password is known (a password_hash cannot be undone)
+        u = next((u for u in self.config.users.values() if u.password is not None), None)
+        if u is None:
+            raise BrokerError("no configured user has a clear-text password (only password_hash): "
+                              "build the URL yourself with the user's password")
         host = "127.0.0.1" if self.host in ("localhost", "0.0.0.0", "") else self.host
         if ":" in host:
             host = f"[{host}]"
@@ -73,7 +77,8 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        """``amqp://user:password@host:port/%2F`` for the first configured user."""
+        """``amqp://user:password@host:port/%2F`` for the first configured user with a
+        clear-text password (raises :class:`BrokerError` if all have only ``password_hash``)."""
         return self._uri("amqp", self.port)
 
     @property

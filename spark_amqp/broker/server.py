@@ -34,6 +34,7 @@ from .auth import MECHANISMS, TLS_CLIENT_CERT_MECHANISMS, authenticate_external,
 from .config import BrokerConfig, ConfigError, TLSConfig, load_config
 from .connection import AMQPServerProtocol
 from .exchange import Exchange
+from .exposure import exposure_warnings
 from .message import Message, route_enc
 from .store import MemoryStore, SqliteStore
 from .vhost import VHost
@@ -131,6 +132,7 @@ class Broker:
         self.store_waiters: set = set()
         self._commit_waiters: list[tuple[int, Callable]] = []
         self.servers: list[asyncio.base_events.Server] = []
+        self._warned: set[str] = set()  # exposure warnings already logged
         if self.data_dir:
             self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
             self._recover()
@@ -363,6 +365,12 @@ class Broker:
         for srv in self.servers[first:]:
             for s in srv.sockets:
                 log.info("listening for %s on %s", what, s.getsockname()[:2])
+                for w in exposure_warnings(self.config, *s.getsockname()[:2], tls=tls is not None):
+                    # a user's warning once (not again for the TLS listener), others per listener
+                    key = w.split(": ", 1)[1] if "user '" in w else w
+                    if key not in self._warned:
+                        self._warned.add(key)
+                        log.warning(w)
         return bound
 
     async def close(self) -> None:

@@ -6,19 +6,31 @@ stderr. ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitM
 ``[tls]`` section of ``--config``. A port that is already bound, a broker that cannot start
 and a bad config file each give a one-line ``Error: ...`` and exit status 1 (as
 ``rabbitmq-server`` refuses to start on a busy port), not a traceback.
+
+``spark-amqp broker hash-password`` prints a RabbitMQ-format salted password hash for the
+config's ``[[users]] password_hash`` (as ``rabbitmqctl hash_password`` of RabbitMQ 3.11+).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import click
 
+# spark_amqp.broker.passwords.HASHING_ALGORITHMS (not imported here: importing the broker
+# package costs ~1 s, too much for `spark-amqp --help`)
+_ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512",
+               "rabbit_password_hashing_md5")
 
-@click.command()
+
+@click.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to listen on (0.0.0.0 for all).")
+              help="Interface to listen on. The default is loopback only; 0.0.0.0 (all interfaces) "
+                   "exposes the broker: the user guest may then still log in only via localhost "
+                   "(loopback_users), so give remote clients their own user with a password_hash "
+                   "(see `broker hash-password`) and a [tls] listener; the log warns about what is unsafe.")
 @click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
               help="TCP port (0 = any free port; the log says which).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -34,15 +46,20 @@ import click
 @click.option("--tls-port", type=click.IntRange(0, 65535), default=None,
               help="TLS (amqps) port [default: the config's [tls] port, else 5671].")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-def broker(host: str, port: int, data_dir: Path | None, config_path: Path | None,
+@click.pass_context
+def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
            verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
-    Clients connect with amqp://guest:guest@HOST:PORT/%2F unless the config says otherwise;
-    with --tls-cert (or a [tls] config section) also amqps://guest:guest@HOST:TLS_PORT/%2F.
-    Client-certificate verification and EXTERNAL login are set in the config file's [tls].
+    Clients connect with amqp://guest:guest@127.0.0.1:PORT/%2F unless the config says
+    otherwise (guest can only log in via localhost, as in RabbitMQ); with --tls-cert (or a
+    [tls] config section) also amqps://...@HOST:TLS_PORT/%2F. Client-certificate verification
+    and EXTERNAL login are set in the config file's [tls]. `broker hash-password` makes a
+    password_hash for the config file's [[users]].
     """
+    if ctx.invoked_subcommand is not None:
+        return
     if config_path is not None and not config_path.is_file():
         raise click.BadParameter(f"no such file: {config_path}", param_hint="--config")
     if tls_key is not None and tls_cert is None:
@@ -62,3 +79,35 @@ def broker(host: str, port: int, data_dir: Path | None, config_path: Path | None
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
         text = str(exc).strip().splitlines()
         raise click.ClickException(text[0] if text else f"cannot listen on {host}:{port}") from exc
+
+
+@broker.command("hash-password")
+@click.argument("password", required=False)
+@click.option("--algorithm", type=click.Choice(_ALGORITHMS),
+              default=_ALGORITHMS[0], show_default=True,
+              help="RabbitMQ's hashing module name (the hash's hashing_algorithm).")
+def hash_password(password: str | None, algorithm: str) -> None:
+    """Print a salted hash of PASSWORD for a [[users]] password_hash.
+
+    The format is RabbitMQ's (base64 of a 4-byte random salt + SHA-256 of salt + password), so
+    the hash also works in RabbitMQ's definitions.json and hashes exported from RabbitMQ work
+    here. Without PASSWORD it is read from the terminal (hidden, asked twice) or, when stdin is
+    not a terminal, as one line from stdin (a password on the command line stays in the shell
+    history). Example config entry:
+
+    \b
+        [[users]]
+        name = "app"
+        password_hash = "<printed hash>"
+        tags = []
+    """
+    if password is None:
+        stdin = sys.stdin
+        if stdin.isatty():
+            password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+        else:
+            password = stdin.readline().rstrip("\r\n")
+    if not password:
+        raise click.BadParameter("the password is empty", param_hint="PASSWORD")
+    from ..broker.passwords import hash_password as make_hash
+    click.echo(make_hash(password, algorithm))
