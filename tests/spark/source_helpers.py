@@ -147,12 +147,14 @@ class CuttableProxy:
         self.cut()
 
 
-def start_runner(*args: str, log_path: Path) -> subprocess.Popen:
-    """Start tests/spark/source_query_runner.py in its own process group."""
+def start_runner(*args: str, log_path: Path, idle_markers: bool = False) -> subprocess.Popen:
+    """Start tests/spark/source_query_runner.py in its own process group (``idle_markers``:
+    its ``--idle-markers`` flag, see there)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     logf = open(log_path, "ab")
-    return subprocess.Popen([sys.executable, str(HERE / "source_query_runner.py"), *args],
+    flags = ["--idle-markers"] if idle_markers else []
+    return subprocess.Popen([sys.executable, str(HERE / "source_query_runner.py"), *flags, *args],
                             stdout=logf, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=str(ROOT))
 
