@@ -35,6 +35,14 @@ def queue(broker_url, unique):
     delete(broker_url, *names)
 
 
+def _stopped(sq) -> bool:
+    """For a wait's predicate: False while ``sq`` runs; a query that already stopped fails the
+    wait at once with its error (e.g. a Python worker that did not start), not at the deadline."""
+    if not sq.isActive:
+        raise AssertionError(f"the streaming query stopped: {sq.exception()}")
+    return False
+
+
 def _stream(spark, url, queues, **opts):
     r = spark.readStream.format("amqp").option("uri", url).option("queues", ",".join(queues))
     for k, v in opts.items():
@@ -93,7 +101,8 @@ def test_ack_only_after_batch_is_in_commit_log(spark, broker_url, queue, tmp_pat
           .trigger(processingTime="1 hour").option("checkpointLocation", str(tmp_path / "c"))
           .start())
     try:
-        wait_until(lambda: spark.table("ack_q").count() == 10, FIRST_BATCH, what="batch 1")
+        wait_until(lambda: spark.table("ack_q").count() == 10 or _stopped(sq), FIRST_BATCH,
+                   what="batch 1")
         wait_until(lambda: sq.lastProgress and sq.lastProgress["numInputRows"] == 10, 30,
                    what="batch 1 progress")
         assert message_count(broker_url, q) == 0          # delivered, held by the source
@@ -114,7 +123,8 @@ def test_offsets_canonical_and_no_empty_batches_when_idle(spark, broker_url, que
           .trigger(processingTime="200 milliseconds").option("checkpointLocation", str(ck))
           .start())
     try:
-        wait_until(lambda: (ck / "commits" / "0").exists(), FIRST_BATCH, what="batch 0")
+        wait_until(lambda: (ck / "commits" / "0").exists() or _stopped(sq), FIRST_BATCH,
+                   what="batch 0")
         time.sleep(2.0)                                   # ~10 idle triggers
         assert sorted(p.name for p in (ck / "offsets").iterdir()
                       if not p.name.startswith(".")) == ["0"]
@@ -168,14 +178,14 @@ def test_connection_loss_keeps_query_running_nothing_lost(spark, broker_url, que
               .format("memory").queryName("loss_q").trigger(processingTime="200 milliseconds")
               .option("checkpointLocation", str(tmp_path / "c")).start())
         publish(broker_url, q, [b"a%03d" % i for i in range(100)])
-        wait_until(lambda: spark.table("loss_q").count() >= 50, FIRST_BATCH,
+        wait_until(lambda: spark.table("loss_q").count() >= 50 or _stopped(sq), FIRST_BATCH,
                    what="first batches")
         proxy.cut()                                       # broker sees the connection drop
         publish(broker_url, q, [b"b%03d" % i for i in range(100)])
         wait_until(lambda: proxy.accepted >= 2, 60, what="reconnect")
         want = {b"a%03d" % i for i in range(100)} | {b"b%03d" % i for i in range(100)}
-        wait_until(lambda: {bytes(r.body) for r in spark.table("loss_q").collect()} >= want,
-                   90, what="all messages after reconnect")
+        wait_until(lambda: ({bytes(r.body) for r in spark.table("loss_q").collect()} >= want
+                            or _stopped(sq)), 90, what="all messages after reconnect")
         assert sq.isActive and sq.exception() is None
         wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue drained")
         sq.stop()
