@@ -250,7 +250,7 @@ def test_idle_query_acks_last_batch_within_one_trigger(broker_url, queue, tmp_pa
         return [int(m.name.split("-", 1)[1]) for m in markers.glob(f"{prefix}-*")]
 
     try:
-        wait_until(lambda: (markers / "batch-0").exists() or p.poll() is not None, 180,
+        wait_until(lambda: (markers / "batch-0").exists() or p.poll() is not None, 300,
                    what="batch 0 in the subprocess")
         assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
         # one more trigger, without data, after the last batch with rows: its latestOffset
