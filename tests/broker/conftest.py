@@ -22,13 +22,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout: float = 20.0, host: str = "127.0.0.1") -> None:
+def wait_port(port: int, timeout: float = 90.0, host: str = "127.0.0.1",
+              proc: subprocess.Popen | None = None) -> None:
+    """Wait until something listens on ``host:port``. The deadline is generous: a broker
+    subprocess on a cold machine (empty page cache: Python imports, then recovery of a data
+    dir) can take tens of seconds; a fast start returns at once. With ``proc``, a process that
+    exited is reported at once (with its stderr) instead of waited out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             socket.create_connection((host, port), timeout=1).close()
             return
         except OSError:
+            if proc is not None and proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"broker process exited with {proc.returncode} before listening "
+                                   f"on {host}:{port}; stderr:\n{err[-3000:]}") from None
             time.sleep(0.05)
     raise TimeoutError(f"broker did not listen on {host}:{port} within {timeout}s")
 
@@ -45,7 +54,7 @@ class BrokerProcess:
                 f"from spark_amqp.broker import serve; serve({args})")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
-        wait_port(self.port, host="127.0.0.1" if host == "localhost" else host)
+        wait_port(self.port, host="127.0.0.1" if host == "localhost" else host, proc=self.proc)
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def kill(self) -> None:

@@ -10,11 +10,13 @@ RabbitMQ behaviour mirrored: https://www.rabbitmq.com/docs/ssl (``ssl_options.ve
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -337,16 +339,25 @@ def test_cli_broker_with_tls(pki):
         [sys.executable, "-m", "spark_amqp", "broker", "--port", "0", "--tls-cert", pki.server_cert,
          "--tls-key", pki.server_key, "--tls-port", "0"],
         stderr=subprocess.PIPE, text=True)
+    # stderr is read by a thread (and kept drained): readline() in this thread would block past
+    # any deadline while the subprocess is still importing (slow on a cold machine)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr] + [lines.put("")],
+                     daemon=True).start()
     try:
-        port = None
-        deadline = time.monotonic() + 30
+        port, seen = None, []
+        deadline = time.monotonic() + 90
         while port is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
             if not line:
                 break
+            seen.append(line)
             if "amqps on port" in line:
                 port = int(line.split("amqps on port")[1].split()[0].rstrip(","))
-        assert port, "the broker did not log its amqps port"
+        assert port, f"the broker did not log its amqps port; stderr:\n{''.join(seen)[-3000:]}"
         with connect(f"amqps://guest:guest@localhost:{port}/%2F?cacertfile={quote(pki.ca_cert, safe='')}") as conn:
             conn.channel().close()
     finally:

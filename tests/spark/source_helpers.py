@@ -84,7 +84,8 @@ def wait_until(pred, timeout: float = 30.0, interval: float = 0.2, what: str = "
 
 class CuttableProxy:
     """A TCP forwarder to the broker; :meth:`cut` drops every open connection (like a network
-    failure), new connections keep working."""
+    failure), new connections keep working. ``accepted``: connections so far; ``bytes_up``:
+    bytes forwarded client → broker, one entry per connection in accept order."""
 
     def __init__(self, url: str):
         u = urlparse(url)
@@ -97,6 +98,7 @@ class CuttableProxy:
         self.socks: list[socket.socket] = []
         self.lock = threading.Lock()
         self.accepted = 0
+        self.bytes_up: list[int] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -113,17 +115,20 @@ class CuttableProxy:
             with self.lock:
                 self.socks += [c, b]
                 self.accepted += 1
-            for s, d in ((c, b), (b, c)):
-                threading.Thread(target=self._pump, args=(s, d), daemon=True).start()
+                self.bytes_up.append(0)
+                idx = len(self.bytes_up) - 1
+            for s, d, i in ((c, b, idx), (b, c, None)):
+                threading.Thread(target=self._pump, args=(s, d, i), daemon=True).start()
 
-    @staticmethod
-    def _pump(src, dst):
+    def _pump(self, src, dst, up_index):
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 dst.sendall(data)
+                if up_index is not None:
+                    self.bytes_up[up_index] += len(data)
         except OSError:
             pass
         for s in (src, dst):
@@ -147,12 +152,14 @@ class CuttableProxy:
         self.cut()
 
 
-def start_runner(*args: str, log_path: Path) -> subprocess.Popen:
-    """Start tests/spark/source_query_runner.py in its own process group."""
+def start_runner(*args: str, log_path: Path, idle_markers: bool = False) -> subprocess.Popen:
+    """Start tests/spark/source_query_runner.py in its own process group (``idle_markers``:
+    its ``--idle-markers`` flag, see there)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     logf = open(log_path, "ab")
-    return subprocess.Popen([sys.executable, str(HERE / "source_query_runner.py"), *args],
+    flags = ["--idle-markers"] if idle_markers else []
+    return subprocess.Popen([sys.executable, str(HERE / "source_query_runner.py"), *flags, *args],
                             stdout=logf, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=str(ROOT))
 

@@ -1,8 +1,13 @@
 """A streaming query from the amqp source in its own process (for SIGKILL tests).
 
-usage: source_query_runner.py URL QUEUE CHECKPOINT OUTPUT_DIR MARKER_DIR TRIGGER [OPTION=VALUE...]
+usage: source_query_runner.py [--idle-markers] URL QUEUE CHECKPOINT OUTPUT_DIR MARKER_DIR TRIGGER
+                              [OPTION=VALUE...]
 TRIGGER: ``availableNow`` or a processing-time interval like ``1 second``. Writes parquet to
-OUTPUT_DIR; after each completed batch with rows touches MARKER_DIR/batch-<id>.
+OUTPUT_DIR; after each completed batch with rows touches MARKER_DIR/batch-<id>. With
+``--idle-markers``, every trigger without data is reported too (Spark's
+``spark.sql.streaming.noDataProgressEventInterval`` set to 0) and touches MARKER_DIR/idle-<id>
+(``<id>`` = the id the next batch will get): a test can wait for "an idle trigger ran after
+batch N" (its latestOffset call happened) instead of sleeping a trigger interval.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from pathlib import Path
 
 
 def main() -> None:
-    url, queue, checkpoint, output, markers, trigger, *extra = sys.argv[1:]
+    args = sys.argv[1:]
+    idle_markers = "--idle-markers" in args
+    args = [a for a in args if a != "--idle-markers"]
+    url, queue, checkpoint, output, markers, trigger, *extra = args
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -24,6 +32,8 @@ def main() -> None:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    if idle_markers:
+        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     spark_amqp.register(spark)
     reader = spark.readStream.format("amqp").option("uri", url).option("queue", queue)
     for kv in extra:
@@ -43,6 +53,8 @@ def main() -> None:
             if p["numInputRows"] > 0 and p["batchId"] not in seen:
                 seen.add(p["batchId"])
                 (md / f"batch-{p['batchId']}").write_text(str(p["numInputRows"]))
+            elif idle_markers and p["numInputRows"] == 0:
+                (md / f"idle-{p['batchId']}").touch()
         time.sleep(0.1)
     q.awaitTermination()
     (md / "done").write_text("ok")

@@ -206,7 +206,7 @@ def test_invalid_option_fails_the_stream_at_start(spark, tmp_path):
     with pytest.raises(Exception) as ei:
         q = (df.writeStream.format("amqp").option("maxInFlight", "lots")
              .option("checkpointLocation", str(tmp_path / "ck")).start())
-        q.awaitTermination(60)
+        q.awaitTermination(180)      # returns at the error; a timeout would read "did not raise"
     if q is not None:
         q.stop()
     assert "maxInFlight='lots' is not an integer" in str(ei.value)
@@ -241,10 +241,10 @@ def test_streaming_restart_duplicates_only_from_the_retried_batch(spark, broker_
 
         first = stream(fail_at=per_file + 220)  # batch 1: rows 300..599 fail at 520
         with pytest.raises(Exception, match="column `priority` has value 300"):
-            first.awaitTermination(120)
+            first.awaitTermination(180)
         query_id = first.id
         second = stream(fail_at=-1)
-        second.awaitTermination(120)
+        assert second.awaitTermination(180), "the restarted AvailableNow query did not finish"
         assert second.exception() is None and second.id == query_id
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -326,12 +326,13 @@ def test_lost_connection_fails_the_save(spark, broker_url, unique):
 
     def cut_when_publishing():
         # both tasks connected and past their handshakes (a cut during one is reported as the
-        # broker refusing the login, not as a lost connection); 150,000 rows per task take
-        # seconds to publish, so the cut still comes mid-publish
-        deadline = time.monotonic() + 60
-        while proxy.accepted < 2 and time.monotonic() < deadline:
+        # broker refusing the login, not as a lost connection): each has sent 1 MB of its
+        # ~35 MB of publishes (a handshake is < 1 kB), so the cut comes mid-publish. A condition,
+        # not "1 s after the connect", which a loaded machine's handshake may outlast.
+        deadline = time.monotonic() + 120
+        while (sum(n >= 1 << 20 for n in proxy.bytes_up) < 2
+               and time.monotonic() < deadline):
             time.sleep(0.01)
-        time.sleep(1.0)
         proxy.cut()
 
     threading.Thread(target=cut_when_publishing, daemon=True).start()

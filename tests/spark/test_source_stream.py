@@ -16,6 +16,10 @@ from source_helpers import (CuttableProxy, consumer_count, declare, delete, kill
 
 pytestmark = pytest.mark.spark
 
+#: Deadline (s) for the first batch of a query (or its failure): a cold machine needs ~30 s for
+#: a first Spark batch; a fast run returns as soon as the condition holds.
+FIRST_BATCH = 180
+
 
 @pytest.fixture
 def queue(broker_url, unique):
@@ -29,6 +33,14 @@ def queue(broker_url, unique):
 
     yield make
     delete(broker_url, *names)
+
+
+def _stopped(sq) -> bool:
+    """For a wait's predicate: False while ``sq`` runs; a query that already stopped fails the
+    wait at once with its error (e.g. a Python worker that did not start), not at the deadline."""
+    if not sq.isActive:
+        raise AssertionError(f"the streaming query stopped: {sq.exception()}")
+    return False
 
 
 def _stream(spark, url, queues, **opts):
@@ -89,7 +101,8 @@ def test_ack_only_after_batch_is_in_commit_log(spark, broker_url, queue, tmp_pat
           .trigger(processingTime="1 hour").option("checkpointLocation", str(tmp_path / "c"))
           .start())
     try:
-        wait_until(lambda: spark.table("ack_q").count() == 10, 60, what="batch 1")
+        wait_until(lambda: spark.table("ack_q").count() == 10 or _stopped(sq), FIRST_BATCH,
+                   what="batch 1")
         wait_until(lambda: sq.lastProgress and sq.lastProgress["numInputRows"] == 10, 30,
                    what="batch 1 progress")
         assert message_count(broker_url, q) == 0          # delivered, held by the source
@@ -110,7 +123,8 @@ def test_offsets_canonical_and_no_empty_batches_when_idle(spark, broker_url, que
           .trigger(processingTime="200 milliseconds").option("checkpointLocation", str(ck))
           .start())
     try:
-        wait_until(lambda: (ck / "commits" / "0").exists(), 60, what="batch 0")
+        wait_until(lambda: (ck / "commits" / "0").exists() or _stopped(sq), FIRST_BATCH,
+                   what="batch 0")
         time.sleep(2.0)                                   # ~10 idle triggers
         assert sorted(p.name for p in (ck / "offsets").iterdir()
                       if not p.name.startswith(".")) == ["0"]
@@ -139,7 +153,7 @@ def test_restart_replays_as_redeliveries(spark, broker_url, queue, tmp_path):
     sq = (_stream(spark, broker_url, [q]).writeStream.foreachBatch(boom)
           .option("checkpointLocation", ck).start())
     with pytest.raises(Exception):
-        sq.awaitTermination(60)
+        sq.awaitTermination(FIRST_BATCH)
     assert (Path(ck) / "offsets" / "0").exists() and not (Path(ck) / "commits" / "0").exists()
     wait_until(lambda: message_count(broker_url, q) == 8, 20, what="requeue")
     got = []
@@ -164,13 +178,14 @@ def test_connection_loss_keeps_query_running_nothing_lost(spark, broker_url, que
               .format("memory").queryName("loss_q").trigger(processingTime="200 milliseconds")
               .option("checkpointLocation", str(tmp_path / "c")).start())
         publish(broker_url, q, [b"a%03d" % i for i in range(100)])
-        wait_until(lambda: spark.table("loss_q").count() >= 50, 60, what="first batches")
+        wait_until(lambda: spark.table("loss_q").count() >= 50 or _stopped(sq), FIRST_BATCH,
+                   what="first batches")
         proxy.cut()                                       # broker sees the connection drop
         publish(broker_url, q, [b"b%03d" % i for i in range(100)])
         wait_until(lambda: proxy.accepted >= 2, 60, what="reconnect")
         want = {b"a%03d" % i for i in range(100)} | {b"b%03d" % i for i in range(100)}
-        wait_until(lambda: {bytes(r.body) for r in spark.table("loss_q").collect()} >= want,
-                   90, what="all messages after reconnect")
+        wait_until(lambda: ({bytes(r.body) for r in spark.table("loss_q").collect()} >= want
+                            or _stopped(sq)), 90, what="all messages after reconnect")
         assert sq.isActive and sq.exception() is None
         wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue drained")
         sq.stop()
@@ -210,7 +225,7 @@ def test_missing_queue_fails_the_query_clearly(spark, broker_url, unique, tmp_pa
     df = _stream(spark, broker_url, [unique("missing")])
     sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
     with pytest.raises(Exception, match="does not exist.*declare=true"):
-        sq.awaitTermination(60)
+        sq.awaitTermination(FIRST_BATCH)
 
 
 def test_user_schema_is_rejected(spark, broker_url, tmp_path):
@@ -218,7 +233,7 @@ def test_user_schema_is_rejected(spark, broker_url, tmp_path):
           .option("queue", "q").load())
     sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
     with pytest.raises(Exception, match="fixed schema"):
-        sq.awaitTermination(60)
+        sq.awaitTermination(FIRST_BATCH)
 
 
 @pytest.mark.slow   # a separate Spark in a subprocess: ~40-65 s per broker on this machine
@@ -229,15 +244,24 @@ def test_idle_query_acks_last_batch_within_one_trigger(broker_url, queue, tmp_pa
     publish(broker_url, q, [b"k%d" % i for i in range(25)])
     markers = tmp_path / "m"
     p = start_runner(broker_url, q, str(tmp_path / "ck"), str(tmp_path / "out"), str(markers),
-                     "1 second", log_path=tmp_path / "runner.log")
+                     "1 second", log_path=tmp_path / "runner.log", idle_markers=True)
+
+    def ids(prefix):
+        return [int(m.name.split("-", 1)[1]) for m in markers.glob(f"{prefix}-*")]
+
     try:
-        wait_until(lambda: (markers / "batch-0").exists() or p.poll() is not None, 120,
+        wait_until(lambda: (markers / "batch-0").exists() or p.poll() is not None, 300,
                    what="batch 0 in the subprocess")
         assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
-        time.sleep(2.5)                                   # > one trigger interval
+        # one more trigger, without data, after the last batch with rows: its latestOffset
+        # acked that batch (a condition, not a sleep of "one trigger interval")
+        wait_until(lambda: p.poll() is not None or max(ids("idle"), default=-1) > max(ids("batch")),
+                   60, what="an idle trigger after the last batch")
+        assert p.poll() is None, (tmp_path / "runner.log").read_text()[-3000:]
     finally:
         kill_group(p)
-    time.sleep(1.0)
+    # the broker saw the connection go (its unacked messages, if any, requeued with it)
+    wait_until(lambda: consumer_count(broker_url, q) == 0, 30, what="the killed consumer gone")
     assert message_count(broker_url, q) == 0
     assert consumer_count(broker_url, q) == 0
 
