@@ -180,29 +180,41 @@ class Broker:
                 except Exception:  # pragma: no cover
                     log.exception("error writing to %s", c.peer)
 
-    def _on_commit_thread(self, ticket: int) -> None:
+    def _on_commit_thread(self, first: int, last: int, error: BaseException | None) -> None:
         try:
-            self.loop.call_soon_threadsafe(self._on_commit, ticket)
+            self.loop.call_soon_threadsafe(self._on_commit, first, last, error)
         except RuntimeError:
             pass  # loop closed during shutdown
 
-    def _on_commit(self, ticket: int) -> None:
+    def _on_commit(self, first: int, last: int, error: BaseException | None = None) -> None:
+        """Store batches ``first..last`` were committed (``error`` None) or failed: settle the
+        publisher confirms and ``tx.commit`` waiting on them (ack / nack, commit-ok / 506)."""
+        if error is not None:
+            for ch in list(self.store_waiters):
+                ch.fail_confirms(first, last)
+        if last > self.store.durable_ticket:
+            self.store.durable_ticket = last
         for ch in list(self.store_waiters):
             ch.conn.confirm_channels.add(ch)
             ch.conn.mark_dirty()
         if self._commit_waiters:
             keep = []
-            for t, fn in self._commit_waiters:
-                if t <= ticket:
-                    fn()
+            for t, fn, fail in self._commit_waiters:
+                if t <= last:
+                    if error is None or t < first:
+                        fn()
+                    elif fail is not None:
+                        fail(error)
                 else:
-                    keep.append((t, fn))
+                    keep.append((t, fn, fail))
             self._commit_waiters = keep
         self.kick()
 
-    def after_commit(self, ticket: int, fn: Callable[[], object]) -> None:
-        """Run ``fn`` on the loop once store batch ``ticket`` is durable."""
-        self._commit_waiters.append((ticket, fn))
+    def after_commit(self, ticket: int, fn: Callable[[], object],
+                     on_failure: Callable[[BaseException], object] | None = None) -> None:
+        """Run ``fn`` on the loop once store batch ``ticket`` is durable, or
+        ``on_failure(error)`` when its commit failed."""
+        self._commit_waiters.append((ticket, fn, on_failure))
 
     # ------------------------------------------------------------------ messages
     def enqueue(self, queues: list, msg: Message) -> tuple[int, bool]:

@@ -14,6 +14,16 @@ stored them, are sent only after the batch holding them has committed (``durable
 ticket``). So a confirmed persistent message survives ``kill -9``; unconfirmed ones may be
 lost, as with RabbitMQ. A message acked before its batch was written is never written.
 
+**A failed commit** (disk full, read-only or vanished directory, I/O error) is never reported
+as durable. The writer rolls the transaction back and reports the tickets of the batch as
+failed (``on_commit(first, last, error)``); the broker then sends basic.nack for every publish
+in it on confirm-mode channels and fails a waiting ``tx.commit`` (channel.close 506). Its new
+messages are not written later either (they were nacked: the publisher is told to resend);
+its deletes and metadata changes (declares, bindings, purges) are kept and retried, in order,
+before the next batch and every ``retry_interval`` seconds until a commit succeeds, so a
+declared queue or an ack is not forgotten because one commit failed. ``commit_failures``
+counts failed commits; ``last_error`` is the latest error (``None`` once a commit succeeds).
+
 Source: RabbitMQ "Reliability Guide" / "Publisher Confirms" (confirm after the message is
 persisted to disk); sqlite docs "Write-Ahead Logging" and "PRAGMA synchronous".
 """
@@ -107,14 +117,20 @@ class MemoryStore:
 class SqliteStore(MemoryStore):
     """sqlite3-backed store in ``data_dir/broker.sqlite3`` (see the module docstring).
 
-    ``on_commit(ticket)`` is called *in the writer thread* after each committed batch; the
-    broker forwards it to its loop with ``call_soon_threadsafe``.
+    ``on_commit(first, last, error)`` is called *in the writer thread* after each commit
+    attempt of the batches with tickets ``first..last``: ``error`` is ``None`` when they are
+    durable, else the exception that failed the commit. The broker forwards it to its loop with
+    ``call_soon_threadsafe`` and advances ``durable_ticket`` there (after nacking a failed
+    batch's publishes), so no channel can confirm a failed ticket in between. Without
+    ``on_commit`` the writer advances ``durable_ticket`` itself, on success only.
+    ``retry_interval`` (seconds) paces retries of a failed batch's deletes and metadata.
     Raises ``sqlite3.Error``/``OSError`` from the constructor when the directory is unusable.
     """
 
     durable = True
 
-    def __init__(self, data_dir: str, on_commit: Callable[[int], None] | None = None):
+    def __init__(self, data_dir: str, on_commit: Callable[[int, int, BaseException | None], None] | None = None,
+                 retry_interval: float = 1.0):
         super().__init__()
         os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, "broker.sqlite3")
@@ -125,6 +141,9 @@ class SqliteStore(MemoryStore):
         row = self.db.execute("SELECT MAX(id) FROM messages").fetchone()
         self.next_id = (row[0] or 0) + 1
         self.on_commit = on_commit
+        self.retry_interval = retry_interval
+        self.commit_failures = 0
+        self.last_error: BaseException | None = None
         self._lock = threading.Lock()
         self._adds: dict[int, tuple] = {}      # id -> row, pending in the open batch
         self._dels: list[tuple] = []           # (id,) pending deletes
@@ -133,6 +152,7 @@ class SqliteStore(MemoryStore):
         self._cond = threading.Condition(self._lock)
         self._closed = False
         self._queue: list = []
+        self._carry: tuple[list, list] | None = None  # (ops, dels) of failed batches, retried first
         self._thread = threading.Thread(target=self._writer, name="spark-amqp-store", daemon=True)
         self._thread.start()
 
@@ -196,39 +216,89 @@ class SqliteStore(MemoryStore):
 
     # ---------------------------------------------------------------- writer thread
     def _writer(self) -> None:
-        db = self.db
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue and self._closed:
+                    if self._carry is not None:
+                        # a failed batch's deletes/metadata wait to be retried
+                        if not self._cond.wait(self.retry_interval):
+                            break
+                    else:
+                        self._cond.wait()
+                if not self._queue and self._closed and self._carry is None:
                     return
                 batches, self._queue = self._queue, []
-            ticket = batches[-1][0]
-            try:
-                db.execute("BEGIN")
-                for _, adds, dels, ops in batches:
-                    # metadata first in order; purges/deletes of queues precede later adds
-                    for sql, params in ops:
-                        db.execute(sql, params)
-                    if adds:
-                        db.executemany("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?)", adds)
-                    if dels:
-                        db.executemany("DELETE FROM messages WHERE id=?", dels)
-                db.execute("COMMIT")
-            except Exception:  # pragma: no cover - disk full etc.
-                log.exception("store commit failed; messages in this batch are not durable")
-                try:
-                    db.execute("ROLLBACK")
-                except Exception:
-                    pass
-            self.durable_ticket = ticket
+                closing = self._closed
+            if not batches:
+                self._commit([])  # retry of the carried-over changes alone
+                if closing and self._carry is not None:
+                    ops, dels = self._carry
+                    log.error("store closed with %d metadata changes and %d deletes not written: %s",
+                              len(ops), len(dels), self.last_error)
+                    return
+                continue
+            error = self._commit(batches)
+            first, last = batches[0][0], batches[-1][0]
             cb = self.on_commit
-            if cb is not None:
+            if cb is None:
+                if error is None:
+                    self.durable_ticket = last
+            else:
                 try:
-                    cb(ticket)
+                    cb(first, last, error)
                 except Exception:  # loop closed
                     pass
+
+    def _commit(self, batches: list) -> BaseException | None:
+        """One transaction: carried-over changes first, then ``batches`` in order. Returns
+        None when committed, else the error (the changes to retry are carried over)."""
+        db = self.db
+        carry = self._carry
+        try:
+            db.execute("BEGIN")
+            if carry is not None:
+                ops, dels = carry
+                for sql, params in ops:
+                    db.execute(sql, params)
+                if dels:
+                    db.executemany("DELETE FROM messages WHERE id=?", dels)
+            for _, adds, dels, ops in batches:
+                # metadata first in order; purges/deletes of queues precede later adds
+                for sql, params in ops:
+                    db.execute(sql, params)
+                if adds:
+                    db.executemany("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?)", adds)
+                if dels:
+                    db.executemany("DELETE FROM messages WHERE id=?", dels)
+            db.execute("COMMIT")
+        except Exception as exc:  # disk full, read-only directory, I/O error
+            try:
+                db.execute("ROLLBACK")
+            except Exception:
+                pass
+            self.commit_failures += 1
+            first_failure = self.last_error is None
+            self.last_error = exc
+            n_adds = sum(len(b[1]) for b in batches)
+            if first_failure:
+                log.error("store commit failed (%s: %s) in %s; %d new messages are not stored and "
+                          "their publishes are nacked; deletes and metadata changes are retried every "
+                          "%gs", type(exc).__name__, exc, self.path, n_adds, self.retry_interval)
+            elif self.commit_failures % 30 == 0:
+                log.warning("store commits still failing (%d failures so far): %s: %s",
+                            self.commit_failures, type(exc).__name__, exc)
+            ops = list(carry[0]) if carry is not None else []
+            dels = list(carry[1]) if carry is not None else []
+            for _, _adds, bdels, bops in batches:
+                ops.extend(bops)
+                dels.extend(bdels)
+            self._carry = (ops, dels) if (ops or dels) else None
+            return exc
+        if self.last_error is not None:
+            log.warning("store commits succeed again after %d failures", self.commit_failures)
+            self.last_error = None
+        self._carry = None
+        return None
 
     # ---------------------------------------------------------------- recovery / close
     def load(self) -> dict[str, Any]:
