@@ -104,8 +104,15 @@ class TLSServerProtocol(AMQPServerProtocol):
         return super()._authenticate(mechanism, response)
 
 
+_DISK_CHECK_BYTES = 1 << 20  # bytes of message bodies added to the store between disk checks
+
+
 class Broker:
     """Broker state living on one asyncio loop (see the module docstring).
+
+    Resource alarms (``alarms``, ``blocked``): the memory alarm (``memory_high_watermark``)
+    and the disk alarm (``disk_free_limit``, with a data directory only) block publishing
+    connections, see :meth:`set_alarm`.
 
     Args:
         config: a :class:`BrokerConfig` (defaults: guest/guest on vhost "/").
@@ -113,6 +120,8 @@ class Broker:
             (``config.data_dir`` is used when this is None).
         loop: the event loop the broker runs on.
     """
+
+    DISK_CHECK_INTERVAL = 1.0  # seconds between disk alarm checks
 
     def __init__(self, config: BrokerConfig | None = None, data_dir: str | None = None,
                  loop: asyncio.AbstractEventLoop | None = None):
@@ -122,7 +131,11 @@ class Broker:
         self.vhosts: dict[str, VHost] = {v: VHost(self, v) for v in self.config.vhosts}
         self.connections: set[AMQPServerProtocol] = set()
         self.mem_used = 0
-        self.blocked = False
+        self.blocked = False  # any resource alarm is on: publishing connections are blocked
+        self.alarms: dict[str, str] = {}  # resource ("memory", "disk") -> connection.blocked reason
+        self.disk_free_bytes: int | None = None  # at the last disk check
+        self._disk_timer: asyncio.TimerHandle | None = None
+        self._disk_checked_bytes = 0
         self._dirty_queues: dict[int, object] = {}
         self._dirty_conns: list[AMQPServerProtocol] = []
         self._scheduled = False
@@ -132,6 +145,7 @@ class Broker:
         if self.data_dir:
             self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
             self._recover()
+            self._check_disk()
         else:
             self.store = MemoryStore()
 
@@ -169,7 +183,10 @@ class Broker:
         if self._dirty_queues and not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self._tick)
-        self.store.flush()
+        store = self.store
+        if store.durable and store.bytes_added - self._disk_checked_bytes >= _DISK_CHECK_BYTES:
+            self._check_disk(reschedule=False)  # before a large write, not only every second
+        store.flush()
         self._check_memory()
         conns = self._dirty_conns
         if conns:
@@ -194,6 +211,7 @@ class Broker:
                 ch.fail_confirms(first, last)
         if last > self.store.durable_ticket:
             self.store.durable_ticket = last
+        self._check_disk(reschedule=False)  # after every commit: one statvfs, microseconds
         for ch in list(self.store_waiters):
             ch.conn.confirm_channels.add(ch)
             ch.conn.mark_dirty()
@@ -270,18 +288,77 @@ class Broker:
         wm = self.config.memory_high_watermark
         if not wm:
             return
-        if not self.blocked and self.mem_used > wm:
-            self.blocked = True
+        if "memory" not in self.alarms and self.mem_used > wm:
             log.warning("memory alarm: %d bytes of messages held, above the high watermark of %d; "
                         "blocking publishers", self.mem_used, wm)
-            for c in list(self.connections):
+            self.set_alarm("memory", "low on memory")
+        elif "memory" in self.alarms and self.mem_used <= wm * 0.9:
+            log.warning("memory alarm cleared: %d bytes held", self.mem_used)
+            self.set_alarm("memory", None)
+
+    def disk_free(self) -> int:
+        """Free bytes for unprivileged writers on the data directory's filesystem
+        (``statvfs``: ``f_bavail * f_frsize``). Raises ``OSError`` when it cannot be read."""
+        st = os.statvfs(self.data_dir)
+        return st.f_bavail * st.f_frsize
+
+    def _check_disk(self, reschedule: bool = True) -> None:
+        """The disk alarm (RabbitMQ's ``disk_free_limit``): free space of the data directory
+        below the limit raises it, above the limit clears it. Runs every
+        ``DISK_CHECK_INTERVAL`` seconds, after every store commit, and before a store batch when
+        ``_DISK_CHECK_BYTES`` of message bodies were added since the last check. Source: https://www.rabbitmq.com/docs/disk-alarms"""
+        if reschedule:
+            if self._disk_timer is not None:
+                self._disk_timer.cancel()
+            self._disk_timer = self.loop.call_later(self.DISK_CHECK_INTERVAL, self._check_disk)
+        self._disk_checked_bytes = self.store.bytes_added
+        limit = self.config.disk_free_limit_bytes()
+        if not limit:
+            if "disk" in self.alarms:
+                self.set_alarm("disk", None)
+            return
+        try:
+            free = self.disk_free()
+        except OSError as exc:
+            if "disk" not in self.alarms:
+                log.error("disk alarm: cannot read the free space of %s (%s); blocking publishers",
+                          self.data_dir, exc)
+                self.set_alarm("disk", "low on disk")
+            return
+        self.disk_free_bytes = free
+        if free < limit and "disk" not in self.alarms:
+            log.warning("disk alarm: %d bytes free in %s, below disk_free_limit of %d; blocking "
+                        "publishers", free, self.data_dir, limit)
+            self.set_alarm("disk", "low on disk")
+        elif free >= limit and "disk" in self.alarms:
+            log.warning("disk alarm cleared: %d bytes free in %s (disk_free_limit %d)", free, self.data_dir, limit)
+            self.set_alarm("disk", None)
+
+    def set_alarm(self, resource: str, reason: str | None) -> None:
+        """Raise (``reason`` = the connection.blocked reason) or clear (``None``) the alarm of
+        ``resource``. While any alarm is on, connections that publish get connection.blocked
+        and are no longer read from; when the last one clears they get connection.unblocked
+        (RabbitMQ "Memory and Disk Alarms", "Blocked Connection Notifications")."""
+        if reason is None:
+            self.alarms.pop(resource, None)
+        else:
+            self.alarms[resource] = reason
+        blocked = bool(self.alarms)
+        if blocked == self.blocked:
+            return
+        self.blocked = blocked
+        for c in list(self.connections):
+            if blocked:
                 if c.published:
                     c.block()
-        elif self.blocked and self.mem_used <= wm * 0.9:
-            self.blocked = False
-            log.warning("memory alarm cleared: %d bytes held", self.mem_used)
-            for c in list(self.connections):
+            else:
                 c.unblock()
+
+    @property
+    def block_reason(self) -> str:
+        """The connection.blocked reason of the first alarm raised ("low on memory" /
+        "low on disk"), "" without alarms."""
+        return next(iter(self.alarms.values()), "")
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -377,6 +454,9 @@ class Broker:
 
     async def close(self) -> None:
         """Stop listening, close every connection with 320 CONNECTION_FORCED, flush the store."""
+        if self._disk_timer is not None:
+            self._disk_timer.cancel()
+            self._disk_timer = None
         for srv in self.servers:
             srv.close()
         for c in list(self.connections):

@@ -76,6 +76,7 @@ class MemoryStore:
         self.current_ticket = 0
         self.durable_ticket = 0
         self.next_id = 1
+        self.bytes_added = 0  # message body bytes handed to add_message (disk alarm pacing)
 
     def add_message(self, vhost: str, queue: str, msg) -> int:
         return 0
@@ -164,6 +165,7 @@ class SqliteStore(MemoryStore):
         sid = self.next_id
         self.next_id += 1
         msg.store_id = sid
+        self.bytes_added += len(msg.body)
         self._adds[sid] = (sid, vhost, queue, msg.exchange, msg.routing_key, msg.props_raw,
                            msg.body, int(msg.redelivered), msg.delivery_count)
         return self.current_ticket + 1

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # faults_helpers
 
 
 def _mount_tmpfs(path: str, size: str) -> str | None:
@@ -42,8 +46,3 @@ def small_fs(tmp_path):
     yield make
     for path in mounted:
         subprocess.run(["umount", "-l", path], capture_output=True)
-
-
-def resize_fs(path: str, size: str) -> None:
-    """Grow (or shrink) a ``small_fs`` mount in place: ``mount -o remount,size=...``."""
-    subprocess.run(["mount", "-o", f"remount,size={size}", path], check=True, capture_output=True)

@@ -15,7 +15,7 @@ import pytest
 from spark_amqp import EmbeddedBroker
 from spark_amqp.broker.config import BrokerConfig
 
-from conftest import resize_fs
+from faults_helpers import resize_fs
 
 pytestmark = pytest.mark.faults
 
