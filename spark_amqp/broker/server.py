@@ -35,7 +35,7 @@ from .config import BrokerConfig, ConfigError, TLSConfig, load_config
 from .connection import AMQPServerProtocol
 from .exchange import Exchange
 from .message import Message, route_enc
-from .store import MemoryStore, SqliteStore
+from .store import MemoryStore, SqliteStore, StoreError
 from .vhost import VHost
 
 __all__ = ["Broker", "serve", "PortInUseError", "BrokerError", "new_event_loop"]
@@ -119,6 +119,9 @@ class Broker:
         data_dir: directory of the durable store; ``None`` keeps everything in memory
             (``config.data_dir`` is used when this is None).
         loop: the event loop the broker runs on.
+
+    Raises :class:`BrokerError` naming the store file when the data directory's store is
+    corrupt, truncated or not writable.
     """
 
     DISK_CHECK_INTERVAL = 1.0  # seconds between disk alarm checks
@@ -143,8 +146,15 @@ class Broker:
         self._commit_waiters: list[tuple[int, Callable]] = []
         self.servers: list[asyncio.base_events.Server] = []
         if self.data_dir:
-            self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
-            self._recover()
+            try:
+                self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
+            except StoreError as exc:
+                raise BrokerError(f"cannot start the broker: {exc}") from None
+            try:
+                self._recover()
+            except StoreError as exc:
+                self.store.close()
+                raise BrokerError(f"cannot start the broker: {exc}") from None
             self._check_disk()
         else:
             self.store = MemoryStore()

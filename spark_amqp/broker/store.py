@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from ..protocol.values import decode_table, encode_table
 
-__all__ = ["MemoryStore", "SqliteStore"]
+__all__ = ["MemoryStore", "SqliteStore", "StoreError"]
 
 log = logging.getLogger("spark_amqp.broker.store")
 
@@ -54,6 +54,28 @@ CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, vhost TEXT, queue T
     exchange TEXT, routing_key TEXT, props BLOB, body BLOB, redelivered INT, delivery_count INT);
 CREATE INDEX IF NOT EXISTS messages_queue ON messages (vhost, queue, id);
 """
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used at start: corrupt or truncated, or its directory is not
+    writable. The message names the file, the cause and what to do."""
+
+
+def _open_error(path: str, exc: BaseException) -> StoreError:
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, OSError) or "readonly" in low or "read-only" in low or "unable to open" in low:
+        return StoreError(
+            f"cannot open the broker store {path} for writing ({text}): the data directory and "
+            "its files must be writable by the broker (is the filesystem mounted read-only, or "
+            "are the permissions wrong?)")
+    if "full" in low or "i/o" in low:
+        return StoreError(f"cannot use the broker store {path} ({text}): free disk space / check "
+                          "the disk, then start again")
+    return StoreError(
+        f"the broker store {path} is corrupt or truncated ({text}); the broker does not start "
+        "with missing data: restore broker.sqlite3 and broker.sqlite3-wal from a backup, or "
+        "move them away to start with an empty store (their messages are then lost)")
 
 
 def _tbl(d: dict | None) -> bytes:
@@ -125,7 +147,8 @@ class SqliteStore(MemoryStore):
     batch's publishes), so no channel can confirm a failed ticket in between. Without
     ``on_commit`` the writer advances ``durable_ticket`` itself, on success only.
     ``retry_interval`` (seconds) paces retries of a failed batch's deletes and metadata.
-    Raises ``sqlite3.Error``/``OSError`` from the constructor when the directory is unusable.
+    Raises :class:`StoreError` (naming the file) from the constructor when the store is
+    corrupt or truncated (``PRAGMA quick_check``) or the directory is not writable.
     """
 
     durable = True
@@ -133,13 +156,25 @@ class SqliteStore(MemoryStore):
     def __init__(self, data_dir: str, on_commit: Callable[[int, int, BaseException | None], None] | None = None,
                  retry_interval: float = 1.0):
         super().__init__()
-        os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, "broker.sqlite3")
-        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(_SCHEMA)
-        row = self.db.execute("SELECT MAX(id) FROM messages").fetchone()
+        db = None
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            # every page of an existing store is checked (a truncated or damaged file fails
+            # here, not later with part of the data silently missing); O(file size)
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT MAX(id) FROM messages").fetchone()
+        except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
+            raise _open_error(self.path, exc) from None
+        self.db = db
         self.next_id = (row[0] or 0) + 1
         self.on_commit = on_commit
         self.retry_interval = retry_interval
@@ -306,6 +341,12 @@ class SqliteStore(MemoryStore):
     def load(self) -> dict[str, Any]:
         """Everything stored: dict of lists of rows (dicts) for exchanges, queues, bindings,
         and messages (ordered by id)."""
+        try:
+            return self._load()
+        except sqlite3.Error as exc:
+            raise _open_error(self.path, exc) from None
+
+    def _load(self) -> dict[str, Any]:
         db = self.db
         out: dict[str, Any] = {}
         out["exchanges"] = [dict(vhost=v, name=n, type=t, auto_delete=bool(a), internal=bool(i), arguments=_untbl(g))
