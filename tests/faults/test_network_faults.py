@@ -126,9 +126,11 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
     assert proxy.accepted >= 2
     want = {b"m%03d" % i for i in range(300)}
     assert set(seen) == want                        # nothing lost ...
-    # ... batch 2 was read twice (redelivered after the cut: at-least-once), nothing else was
-    dup = sorted(x for x in set(seen) if seen.count(x) > 1)
-    assert dup == sorted(b"m%03d" % i for i in range(100, 200))
+    # ... batch 2 was read twice (redelivered after the cut: at-least-once); so may be messages
+    # the old session still planned from its buffer before it noticed the cut; never batch 1,
+    # which was acked before the cut
+    dup = {x for x in set(seen) if seen.count(x) > 1}
+    assert {b"m%03d" % i for i in range(100, 200)} <= dup <= {b"m%03d" % i for i in range(100, 300)}
     assert _queue_state(broker, "srcq") == (0, 0)
 
 
