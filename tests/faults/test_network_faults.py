@@ -157,7 +157,13 @@ def test_sink_task_fails_cleanly_and_counts_only_confirmed(broker, fault):
     with FaultProxy(broker.url) as proxy:
         proxy.slow(0.002, 4096)                     # long enough a task to break it mid-way
         pub = _sink(proxy.url, heartbeat=str(HB), confirmTimeoutMs="5000", maxInFlight="500")
-        threading.Timer(0.5, getattr(proxy, fault)).start()
+        def fault_mid_task():  # once the task is publishing, not during its handshake
+            deadline = time.monotonic() + 30
+            while pub.stats.published < 1000 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            getattr(proxy, fault)()
+
+        threading.Thread(target=fault_mid_task, daemon=True).start()
         t0 = time.monotonic()
         with pytest.raises(AmqpSinkError) as ei:
             with pub:
@@ -166,7 +172,8 @@ def test_sink_task_fails_cleanly_and_counts_only_confirmed(broker, fault):
         took = time.monotonic() - t0
     msg = str(ei.value)
     assert took < 15, f"the task took {took:.1f}s to fail after a {fault}"
-    assert "partition 0" in msg and "Spark retries it" in msg
+    assert "partition 0" in msg and "Spark retries it" in msg and "connection was lost" in msg
+    assert pub.stats.published >= 1000
     ready = _queue_state(broker, "sinkq")[0]
     assert pub.stats.confirmed <= ready, "the task counted rows the broker does not hold"
     assert pub.stats.published < 20000 or pub.stats.confirmed < 20000
