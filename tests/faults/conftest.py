@@ -2,7 +2,9 @@
 
 ``small_fs(size)`` mounts a tmpfs of ``size`` (e.g. ``"3m"``) on a fresh directory and unmounts
 it afterwards; it needs root and a kernel that allows the mount, and skips the test with the
-reason otherwise (never a silent pass).
+reason otherwise (never a silent pass). ``ext4_fs(size)`` does the same with a loop-mounted
+ext4 image whose writes can be made to fail (:class:`Ext4`). Helpers importable by name:
+``faults_helpers`` (broker subprocess, tmpfs resize) and ``faults_proxy`` (TCP proxy).
 """
 
 from __future__ import annotations
