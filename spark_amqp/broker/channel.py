@@ -12,7 +12,9 @@ Semantics (RabbitMQ 3.10, checked on the real broker where the spec is loose):
 - publisher confirms: sequence numbers from 1; basic.ack (multiple where possible) after
   routing and enqueueing, and for persistent messages in durable queues after the store
   fsynced; basic.return 312 NO_ROUTE precedes the ack of an unroutable mandatory message;
-  basic.nack when a reject-publish queue refused the message;
+  basic.nack when a reject-publish queue refused the message, or when the store failed to
+  commit the message (disk full etc., see :mod:`.store`); a tx.commit whose messages the
+  store failed to write closes the channel with 506 RESOURCE_ERROR;
 - tx.select/commit/rollback: publishes and acks are buffered until commit; commit/rollback on
   a non-tx channel → 406; tx and confirm modes exclude each other → 406;
 - channel.flow active=false → 540 (RabbitMQ ≥ 3.3); basic.recover requeue=false → 540.
@@ -28,7 +30,7 @@ from typing import Any
 
 from ..protocol import spec
 from ..protocol.errors import (AccessRefused, AMQPNotImplemented, NotAllowed, NotFound,
-                               PreconditionFailed)
+                               PreconditionFailed, ResourceError)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
 from .unacked import Unacked
@@ -301,6 +303,13 @@ class Channel:
         if not any(t > durable for _, t, _ in pend):
             self.broker.store_waiters.discard(self)
 
+    def fail_confirms(self, first: int, last: int) -> None:
+        """Store batches ``first..last`` failed to commit: the publishes waiting on them get
+        basic.nack instead of basic.ack (sent by :meth:`flush_confirms`)."""
+        pend = self.confirm_pending
+        if any(first <= t <= last for _, t, _ in pend):
+            self.confirm_pending = deque((s, t, n or first <= t <= last) for s, t, n in pend)
+
     # ================================================================== acks
     def _take(self, tag: int, multiple: bool, cid: int, mid: int) -> tuple[list, list, list]:
         """Remove and return the batch (tags, messages, owners) an ack/nack/reject settles;
@@ -542,9 +551,20 @@ class Channel:
         for entries, requeue in acks:
             self._settle(entries, requeue)
         if ticket and ticket > self.broker.store.durable_ticket:
-            self.broker.after_commit(ticket, lambda: self.closing or self.send(spec.Tx.CommitOk()))
+            self.broker.after_commit(ticket, lambda: self.closing or self.send(spec.Tx.CommitOk()),
+                                     self._tx_commit_failed)
         else:
             self.send(spec.Tx.CommitOk())
+
+    def _tx_commit_failed(self, error: BaseException) -> None:
+        """The store could not write this transaction's persistent messages: tx.commit fails
+        with channel.close 506 RESOURCE_ERROR (AMQP 0-9-1 tx.commit: a failed commit raises a
+        channel exception); the messages stay in their queues but are not durable."""
+        if self.closing:
+            return
+        self.conn.channel_error(self, ResourceError(
+            f"tx.commit failed: the broker could not store the transaction's messages "
+            f"({type(error).__name__}: {error}); they are not durable", 90, 20))
 
     def on_tx_rollback(self, method) -> None:
         if not self.tx:

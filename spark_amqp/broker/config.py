@@ -12,6 +12,9 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     max_connections = 0                # 0 = unlimited
     handshake_timeout = 10000          # ms a new connection has to finish the handshake (RabbitMQ's)
     loopback_users = ["guest"]         # users refused unless connected to a loopback address
+    disk_free_limit = "50MB"           # disk alarm below this much free space in data_dir (0 = off);
+                                       # bytes or "50MB"/"2GiB"; or RabbitMQ's dotted keys:
+                                       # disk_free_limit.absolute = "1GB" | disk_free_limit.relative = 1.5
 
     [tls]                              # optional: an amqps listener (RabbitMQ listeners.ssl.default)
     port = 5671                        # the IANA amqps port; spark-amqp broker --tls-port overrides
@@ -67,6 +70,7 @@ or its common name (``cert_login_from = "common_name"``); that user must exist i
 from __future__ import annotations
 
 import hmac
+import os
 import re
 import ssl
 import sys
@@ -77,6 +81,7 @@ from typing import Any
 from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
 
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
+__all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError", "parse_size"]
 
 
 class ConfigError(ValueError):
@@ -244,12 +249,68 @@ class BrokerConfig:
     max_message_size: int = 128 * 1024 * 1024
     max_connections: int = 0
     write_buffer_limit: int = 4 * 1024 * 1024
+    disk_free_limit: int = 50_000_000
+    disk_free_limit_relative: float | None = None
     tls: TLSConfig | None = None
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])
     handshake_timeout: int = 10000
 
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
+
+    def disk_free_limit_bytes(self) -> int:
+        """The disk alarm's threshold in bytes: ``disk_free_limit_relative`` times the total
+        RAM when set (RabbitMQ's ``disk_free_limit.relative``), else ``disk_free_limit``
+        (RabbitMQ's default 50 MB, ``disk_free_limit.absolute``); 0 = no disk alarm.
+        Source: https://www.rabbitmq.com/docs/disk-alarms"""
+        if self.disk_free_limit_relative is not None:
+            return int(self.disk_free_limit_relative * total_memory())
+        return self.disk_free_limit
+
+
+def total_memory() -> int:
+    """Total RAM in bytes (``sysconf``), the base of ``disk_free_limit.relative``."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 0
+
+
+_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": 1024 ** 2, "mib": 1024 ** 2, "g": 1024 ** 3,
+          "gib": 1024 ** 3, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "tb": 1000 ** 4}
+
+
+def parse_size(value: Any, what: str) -> int:
+    """A byte count from an int or a string with RabbitMQ's units ("50MB" = 50,000,000,
+    "2GiB" = 2 * 1024**3, "512k" = 512 * 1024; https://www.rabbitmq.com/docs/disk-alarms).
+    Raises :class:`ConfigError` naming ``what`` for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            return int(m.group(1)) * _UNITS[m.group(2).lower()]
+    raise ConfigError(f"{what} must be a byte count (an integer, or a string like \"50MB\", "
+                      f"\"2GiB\", \"512k\"), got {value!r}")
+
+
+def _disk_free_limit_from_toml(path: str | Path, cfg: "BrokerConfig", v: Any) -> None:
+    where = f"{path}: [broker] disk_free_limit"
+    if isinstance(v, dict):
+        unknown = sorted(set(v) - {"absolute", "relative"})
+        if unknown or len(v) != 1:
+            raise ConfigError(f"{where} takes exactly one of .absolute (bytes) or .relative (a "
+                              f"multiple of the total RAM), got {', '.join(sorted(v)) or 'nothing'}")
+        if "relative" in v:
+            r = v["relative"]
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or r < 0:
+                raise ConfigError(f"{where}.relative must be a non-negative number (a multiple "
+                                  f"of the total RAM, RabbitMQ suggests 1.0-2.0), got {r!r}")
+            cfg.disk_free_limit_relative = float(r)
+            return
+        cfg.disk_free_limit = parse_size(v["absolute"], where + ".absolute")
+        return
+    cfg.disk_free_limit = parse_size(v, where)
 
 
 def _toml_load(path: Path) -> dict[str, Any]:
@@ -343,6 +404,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
                 raise ConfigError(f"{path}: [broker] loopback_users must be a list of user names "
                                   f"(e.g. [\"guest\"]; [] lets every user connect from anywhere), got {lu!r}")
             cfg.loopback_users = list(lu)
+        if "disk_free_limit" in b:
+            _disk_free_limit_from_toml(path, cfg, b["disk_free_limit"])
         if "data_dir" in b:
             cfg.data_dir = str(b["data_dir"]) or None
         if cfg.frame_max and cfg.frame_max < 4096:

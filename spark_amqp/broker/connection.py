@@ -91,7 +91,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.dirty = False
         self.writable = True
         self.reading_paused = False
-        self.blocked_by_memory = False
+        self.blocked_by_alarm = False
         self.channels: dict[int, Channel] = {}
         self.confirm_channels: set[Channel] = set()
         self.content: dict[int, list] = {}
@@ -153,7 +153,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             ch.can_deliver = ch.flow_active
             for c in ch.consumers.values():
                 self.broker.mark_queue(c.queue)
-        if not self.blocked_by_memory:
+        if not self.blocked_by_alarm:
             self._resume_reading()
         self.broker.kick()
 
@@ -234,7 +234,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.buf = buf[pos:] if pos < len(buf) else b""
         if len(self.buf) > self.frame_max + 4096 and self.state != "header":
             self.connection_error(FrameError("frame too large"))
-        if self.published and self.broker.blocked and not self.blocked_by_memory:
+        if self.published and self.broker.blocked and not self.blocked_by_alarm:
             self.block()
         elif self.only_publishes and len(data) < _COALESCE_BELOW and self.published and not self.reading_paused:
             # A client writing one publish per send (pika) costs one loop iteration per
@@ -246,7 +246,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 self.loop.call_later(_COALESCE_DELAY, self._coalesce_resume)
 
     def _coalesce_resume(self) -> None:
-        if self.writable and not self.blocked_by_memory:
+        if self.writable and not self.blocked_by_alarm:
             self._resume_reading()
 
     def _parse(self, buf: bytes) -> int:
@@ -684,19 +684,20 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._abort()
 
     def block(self) -> None:
-        """Memory alarm: stop reading from this publishing connection; tell capable clients."""
-        if self.blocked_by_memory:
+        """Resource alarm (memory or disk): stop reading from this publishing connection; tell
+        capable clients why (connection.blocked reason "low on memory" / "low on disk")."""
+        if self.blocked_by_alarm:
             return
-        self.blocked_by_memory = True
+        self.blocked_by_alarm = True
         if self.capabilities.get("connection.blocked") and self.state == "opened":
-            self.send_method(0, spec.Connection.Blocked(reason="low on memory"))
+            self.send_method(0, spec.Connection.Blocked(reason=self.broker.block_reason or "low on memory"))
             self.flush()
         self._pause_reading()
 
     def unblock(self) -> None:
-        if not self.blocked_by_memory:
+        if not self.blocked_by_alarm:
             return
-        self.blocked_by_memory = False
+        self.blocked_by_alarm = False
         if self.capabilities.get("connection.blocked") and self.state == "opened":
             self.send_method(0, spec.Connection.Unblocked())
         if self.writable:

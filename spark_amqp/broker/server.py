@@ -36,7 +36,7 @@ from .connection import AMQPServerProtocol
 from .exchange import Exchange
 from .exposure import exposure_warnings
 from .message import Message, route_enc
-from .store import MemoryStore, SqliteStore
+from .store import MemoryStore, SqliteStore, StoreError
 from .vhost import VHost
 
 __all__ = ["Broker", "serve", "PortInUseError", "BrokerError", "new_event_loop"]
@@ -105,15 +105,27 @@ class TLSServerProtocol(AMQPServerProtocol):
         return super()._authenticate(mechanism, response)
 
 
+_DISK_CHECK_BYTES = 1 << 20  # bytes of message bodies added to the store between disk checks
+
+
 class Broker:
     """Broker state living on one asyncio loop (see the module docstring).
+
+    Resource alarms (``alarms``, ``blocked``): the memory alarm (``memory_high_watermark``)
+    and the disk alarm (``disk_free_limit``, with a data directory only) block publishing
+    connections, see :meth:`set_alarm`.
 
     Args:
         config: a :class:`BrokerConfig` (defaults: guest/guest on vhost "/").
         data_dir: directory of the durable store; ``None`` keeps everything in memory
             (``config.data_dir`` is used when this is None).
         loop: the event loop the broker runs on.
+
+    Raises :class:`BrokerError` naming the store file when the data directory's store is
+    corrupt, truncated or not writable.
     """
+
+    DISK_CHECK_INTERVAL = 1.0  # seconds between disk alarm checks
 
     def __init__(self, config: BrokerConfig | None = None, data_dir: str | None = None,
                  loop: asyncio.AbstractEventLoop | None = None):
@@ -125,7 +137,11 @@ class Broker:
         #: connections closed by their client whose socket the client has not closed yet
         self.lingering: set[AMQPServerProtocol] = set()
         self.mem_used = 0
-        self.blocked = False
+        self.blocked = False  # any resource alarm is on: publishing connections are blocked
+        self.alarms: dict[str, str] = {}  # resource ("memory", "disk") -> connection.blocked reason
+        self.disk_free_bytes: int | None = None  # at the last disk check
+        self._disk_timer: asyncio.TimerHandle | None = None
+        self._disk_checked_bytes = 0
         self._dirty_queues: dict[int, object] = {}
         self._dirty_conns: list[AMQPServerProtocol] = []
         self._scheduled = False
@@ -134,8 +150,16 @@ class Broker:
         self.servers: list[asyncio.base_events.Server] = []
         self._warned: set[str] = set()  # exposure warnings already logged
         if self.data_dir:
-            self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
-            self._recover()
+            try:
+                self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
+            except StoreError as exc:
+                raise BrokerError(f"cannot start the broker: {exc}") from None
+            try:
+                self._recover()
+            except StoreError as exc:
+                self.store.close()
+                raise BrokerError(f"cannot start the broker: {exc}") from None
+            self._check_disk()
         else:
             self.store = MemoryStore()
 
@@ -173,7 +197,10 @@ class Broker:
         if self._dirty_queues and not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self._tick)
-        self.store.flush()
+        store = self.store
+        if store.durable and store.bytes_added - self._disk_checked_bytes >= _DISK_CHECK_BYTES:
+            self._check_disk(reschedule=False)  # before a large write, not only every second
+        store.flush()
         self._check_memory()
         conns = self._dirty_conns
         if conns:
@@ -184,29 +211,42 @@ class Broker:
                 except Exception:  # pragma: no cover
                     log.exception("error writing to %s", c.peer)
 
-    def _on_commit_thread(self, ticket: int) -> None:
+    def _on_commit_thread(self, first: int, last: int, error: BaseException | None) -> None:
         try:
-            self.loop.call_soon_threadsafe(self._on_commit, ticket)
+            self.loop.call_soon_threadsafe(self._on_commit, first, last, error)
         except RuntimeError:
             pass  # loop closed during shutdown
 
-    def _on_commit(self, ticket: int) -> None:
+    def _on_commit(self, first: int, last: int, error: BaseException | None = None) -> None:
+        """Store batches ``first..last`` were committed (``error`` None) or failed: settle the
+        publisher confirms and ``tx.commit`` waiting on them (ack / nack, commit-ok / 506)."""
+        if error is not None:
+            for ch in list(self.store_waiters):
+                ch.fail_confirms(first, last)
+        if last > self.store.durable_ticket:
+            self.store.durable_ticket = last
+        self._check_disk(reschedule=False)  # after every commit: one statvfs, microseconds
         for ch in list(self.store_waiters):
             ch.conn.confirm_channels.add(ch)
             ch.conn.mark_dirty()
         if self._commit_waiters:
             keep = []
-            for t, fn in self._commit_waiters:
-                if t <= ticket:
-                    fn()
+            for t, fn, fail in self._commit_waiters:
+                if t <= last:
+                    if error is None or t < first:
+                        fn()
+                    elif fail is not None:
+                        fail(error)
                 else:
-                    keep.append((t, fn))
+                    keep.append((t, fn, fail))
             self._commit_waiters = keep
         self.kick()
 
-    def after_commit(self, ticket: int, fn: Callable[[], object]) -> None:
-        """Run ``fn`` on the loop once store batch ``ticket`` is durable."""
-        self._commit_waiters.append((ticket, fn))
+    def after_commit(self, ticket: int, fn: Callable[[], object],
+                     on_failure: Callable[[BaseException], object] | None = None) -> None:
+        """Run ``fn`` on the loop once store batch ``ticket`` is durable, or
+        ``on_failure(error)`` when its commit failed."""
+        self._commit_waiters.append((ticket, fn, on_failure))
 
     # ------------------------------------------------------------------ messages
     def enqueue(self, queues: list, msg: Message) -> tuple[int, bool]:
@@ -262,18 +302,77 @@ class Broker:
         wm = self.config.memory_high_watermark
         if not wm:
             return
-        if not self.blocked and self.mem_used > wm:
-            self.blocked = True
+        if "memory" not in self.alarms and self.mem_used > wm:
             log.warning("memory alarm: %d bytes of messages held, above the high watermark of %d; "
                         "blocking publishers", self.mem_used, wm)
-            for c in list(self.connections):
+            self.set_alarm("memory", "low on memory")
+        elif "memory" in self.alarms and self.mem_used <= wm * 0.9:
+            log.warning("memory alarm cleared: %d bytes held", self.mem_used)
+            self.set_alarm("memory", None)
+
+    def disk_free(self) -> int:
+        """Free bytes for unprivileged writers on the data directory's filesystem
+        (``statvfs``: ``f_bavail * f_frsize``). Raises ``OSError`` when it cannot be read."""
+        st = os.statvfs(self.data_dir)
+        return st.f_bavail * st.f_frsize
+
+    def _check_disk(self, reschedule: bool = True) -> None:
+        """The disk alarm (RabbitMQ's ``disk_free_limit``): free space of the data directory
+        below the limit raises it, above the limit clears it. Runs every
+        ``DISK_CHECK_INTERVAL`` seconds, after every store commit, and before a store batch when
+        ``_DISK_CHECK_BYTES`` of message bodies were added since the last check. Source: https://www.rabbitmq.com/docs/disk-alarms"""
+        if reschedule:
+            if self._disk_timer is not None:
+                self._disk_timer.cancel()
+            self._disk_timer = self.loop.call_later(self.DISK_CHECK_INTERVAL, self._check_disk)
+        self._disk_checked_bytes = self.store.bytes_added
+        limit = self.config.disk_free_limit_bytes()
+        if not limit:
+            if "disk" in self.alarms:
+                self.set_alarm("disk", None)
+            return
+        try:
+            free = self.disk_free()
+        except OSError as exc:
+            if "disk" not in self.alarms:
+                log.error("disk alarm: cannot read the free space of %s (%s); blocking publishers",
+                          self.data_dir, exc)
+                self.set_alarm("disk", "low on disk")
+            return
+        self.disk_free_bytes = free
+        if free < limit and "disk" not in self.alarms:
+            log.warning("disk alarm: %d bytes free in %s, below disk_free_limit of %d; blocking "
+                        "publishers", free, self.data_dir, limit)
+            self.set_alarm("disk", "low on disk")
+        elif free >= limit and "disk" in self.alarms:
+            log.warning("disk alarm cleared: %d bytes free in %s (disk_free_limit %d)", free, self.data_dir, limit)
+            self.set_alarm("disk", None)
+
+    def set_alarm(self, resource: str, reason: str | None) -> None:
+        """Raise (``reason`` = the connection.blocked reason) or clear (``None``) the alarm of
+        ``resource``. While any alarm is on, connections that publish get connection.blocked
+        and are no longer read from; when the last one clears they get connection.unblocked
+        (RabbitMQ "Memory and Disk Alarms", "Blocked Connection Notifications")."""
+        if reason is None:
+            self.alarms.pop(resource, None)
+        else:
+            self.alarms[resource] = reason
+        blocked = bool(self.alarms)
+        if blocked == self.blocked:
+            return
+        self.blocked = blocked
+        for c in list(self.connections):
+            if blocked:
                 if c.published:
                     c.block()
-        elif self.blocked and self.mem_used <= wm * 0.9:
-            self.blocked = False
-            log.warning("memory alarm cleared: %d bytes held", self.mem_used)
-            for c in list(self.connections):
+            else:
                 c.unblock()
+
+    @property
+    def block_reason(self) -> str:
+        """The connection.blocked reason of the first alarm raised ("low on memory" /
+        "low on disk"), "" without alarms."""
+        return next(iter(self.alarms.values()), "")
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> None:
@@ -375,6 +474,9 @@ class Broker:
 
     async def close(self) -> None:
         """Stop listening, close every connection with 320 CONNECTION_FORCED, flush the store."""
+        if self._disk_timer is not None:
+            self._disk_timer.cancel()
+            self._disk_timer = None
         for srv in self.servers:
             srv.close()
         for c in list(self.connections):

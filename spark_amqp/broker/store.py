@@ -14,6 +14,16 @@ stored them, are sent only after the batch holding them has committed (``durable
 ticket``). So a confirmed persistent message survives ``kill -9``; unconfirmed ones may be
 lost, as with RabbitMQ. A message acked before its batch was written is never written.
 
+**A failed commit** (disk full, read-only or vanished directory, I/O error) is never reported
+as durable. The writer rolls the transaction back and reports the tickets of the batch as
+failed (``on_commit(first, last, error)``); the broker then sends basic.nack for every publish
+in it on confirm-mode channels and fails a waiting ``tx.commit`` (channel.close 506). Its new
+messages are not written later either (they were nacked: the publisher is told to resend);
+its deletes and metadata changes (declares, bindings, purges) are kept and retried, in order,
+before the next batch and every ``retry_interval`` seconds until a commit succeeds, so a
+declared queue or an ack is not forgotten because one commit failed. ``commit_failures``
+counts failed commits; ``last_error`` is the latest error (``None`` once a commit succeeds).
+
 Source: RabbitMQ "Reliability Guide" / "Publisher Confirms" (confirm after the message is
 persisted to disk); sqlite docs "Write-Ahead Logging" and "PRAGMA synchronous".
 """
@@ -28,7 +38,7 @@ from typing import Any, Callable
 
 from ..protocol.values import decode_table, encode_table
 
-__all__ = ["MemoryStore", "SqliteStore"]
+__all__ = ["MemoryStore", "SqliteStore", "StoreError"]
 
 log = logging.getLogger("spark_amqp.broker.store")
 
@@ -44,6 +54,28 @@ CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, vhost TEXT, queue T
     exchange TEXT, routing_key TEXT, props BLOB, body BLOB, redelivered INT, delivery_count INT);
 CREATE INDEX IF NOT EXISTS messages_queue ON messages (vhost, queue, id);
 """
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used at start: corrupt or truncated, or its directory is not
+    writable. The message names the file, the cause and what to do."""
+
+
+def _open_error(path: str, exc: BaseException) -> StoreError:
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, OSError) or "readonly" in low or "read-only" in low or "unable to open" in low:
+        return StoreError(
+            f"cannot open the broker store {path} for writing ({text}): the data directory and "
+            "its files must be writable by the broker (is the filesystem mounted read-only, or "
+            "are the permissions wrong?)")
+    if "full" in low or "i/o" in low:
+        return StoreError(f"cannot use the broker store {path} ({text}): free disk space / check "
+                          "the disk, then start again")
+    return StoreError(
+        f"the broker store {path} is corrupt or truncated ({text}); the broker does not start "
+        "with missing data: restore broker.sqlite3 and broker.sqlite3-wal from a backup, or "
+        "move them away to start with an empty store (their messages are then lost)")
 
 
 def _tbl(d: dict | None) -> bytes:
@@ -66,6 +98,7 @@ class MemoryStore:
         self.current_ticket = 0
         self.durable_ticket = 0
         self.next_id = 1
+        self.bytes_added = 0  # message body bytes handed to add_message (disk alarm pacing)
 
     def add_message(self, vhost: str, queue: str, msg) -> int:
         return 0
@@ -107,24 +140,46 @@ class MemoryStore:
 class SqliteStore(MemoryStore):
     """sqlite3-backed store in ``data_dir/broker.sqlite3`` (see the module docstring).
 
-    ``on_commit(ticket)`` is called *in the writer thread* after each committed batch; the
-    broker forwards it to its loop with ``call_soon_threadsafe``.
-    Raises ``sqlite3.Error``/``OSError`` from the constructor when the directory is unusable.
+    ``on_commit(first, last, error)`` is called *in the writer thread* after each commit
+    attempt of the batches with tickets ``first..last``: ``error`` is ``None`` when they are
+    durable, else the exception that failed the commit. The broker forwards it to its loop with
+    ``call_soon_threadsafe`` and advances ``durable_ticket`` there (after nacking a failed
+    batch's publishes), so no channel can confirm a failed ticket in between. Without
+    ``on_commit`` the writer advances ``durable_ticket`` itself, on success only.
+    ``retry_interval`` (seconds) paces retries of a failed batch's deletes and metadata.
+    Raises :class:`StoreError` (naming the file) from the constructor when the store is
+    corrupt or truncated (``PRAGMA quick_check``) or the directory is not writable.
     """
 
     durable = True
 
-    def __init__(self, data_dir: str, on_commit: Callable[[int], None] | None = None):
+    def __init__(self, data_dir: str, on_commit: Callable[[int, int, BaseException | None], None] | None = None,
+                 retry_interval: float = 1.0):
         super().__init__()
-        os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, "broker.sqlite3")
-        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(_SCHEMA)
-        row = self.db.execute("SELECT MAX(id) FROM messages").fetchone()
+        db = None
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            # every page of an existing store is checked (a truncated or damaged file fails
+            # here, not later with part of the data silently missing); O(file size)
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT MAX(id) FROM messages").fetchone()
+        except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
+            raise _open_error(self.path, exc) from None
+        self.db = db
         self.next_id = (row[0] or 0) + 1
         self.on_commit = on_commit
+        self.retry_interval = retry_interval
+        self.commit_failures = 0
+        self.last_error: BaseException | None = None
         self._lock = threading.Lock()
         self._adds: dict[int, tuple] = {}      # id -> row, pending in the open batch
         self._dels: list[tuple] = []           # (id,) pending deletes
@@ -133,6 +188,7 @@ class SqliteStore(MemoryStore):
         self._cond = threading.Condition(self._lock)
         self._closed = False
         self._queue: list = []
+        self._carry: tuple[list, list] | None = None  # (ops, dels) of failed batches, retried first
         self._thread = threading.Thread(target=self._writer, name="spark-amqp-store", daemon=True)
         self._thread.start()
 
@@ -144,6 +200,7 @@ class SqliteStore(MemoryStore):
         sid = self.next_id
         self.next_id += 1
         msg.store_id = sid
+        self.bytes_added += len(msg.body)
         self._adds[sid] = (sid, vhost, queue, msg.exchange, msg.routing_key, msg.props_raw,
                            msg.body, int(msg.redelivered), msg.delivery_count)
         return self.current_ticket + 1
@@ -196,44 +253,100 @@ class SqliteStore(MemoryStore):
 
     # ---------------------------------------------------------------- writer thread
     def _writer(self) -> None:
-        db = self.db
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue and self._closed:
+                    if self._carry is not None:
+                        # a failed batch's deletes/metadata wait to be retried
+                        if not self._cond.wait(self.retry_interval):
+                            break
+                    else:
+                        self._cond.wait()
+                if not self._queue and self._closed and self._carry is None:
                     return
                 batches, self._queue = self._queue, []
-            ticket = batches[-1][0]
-            try:
-                db.execute("BEGIN")
-                for _, adds, dels, ops in batches:
-                    # metadata first in order; purges/deletes of queues precede later adds
-                    for sql, params in ops:
-                        db.execute(sql, params)
-                    if adds:
-                        db.executemany("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?)", adds)
-                    if dels:
-                        db.executemany("DELETE FROM messages WHERE id=?", dels)
-                db.execute("COMMIT")
-            except Exception:  # pragma: no cover - disk full etc.
-                log.exception("store commit failed; messages in this batch are not durable")
-                try:
-                    db.execute("ROLLBACK")
-                except Exception:
-                    pass
-            self.durable_ticket = ticket
+                closing = self._closed
+            if not batches:
+                self._commit([])  # retry of the carried-over changes alone
+                if closing and self._carry is not None:
+                    ops, dels = self._carry
+                    log.error("store closed with %d metadata changes and %d deletes not written: %s",
+                              len(ops), len(dels), self.last_error)
+                    return
+                continue
+            error = self._commit(batches)
+            first, last = batches[0][0], batches[-1][0]
             cb = self.on_commit
-            if cb is not None:
+            if cb is None:
+                if error is None:
+                    self.durable_ticket = last
+            else:
                 try:
-                    cb(ticket)
+                    cb(first, last, error)
                 except Exception:  # loop closed
                     pass
+
+    def _commit(self, batches: list) -> BaseException | None:
+        """One transaction: carried-over changes first, then ``batches`` in order. Returns
+        None when committed, else the error (the changes to retry are carried over)."""
+        db = self.db
+        carry = self._carry
+        try:
+            db.execute("BEGIN")
+            if carry is not None:
+                ops, dels = carry
+                for sql, params in ops:
+                    db.execute(sql, params)
+                if dels:
+                    db.executemany("DELETE FROM messages WHERE id=?", dels)
+            for _, adds, dels, ops in batches:
+                # metadata first in order; purges/deletes of queues precede later adds
+                for sql, params in ops:
+                    db.execute(sql, params)
+                if adds:
+                    db.executemany("INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?)", adds)
+                if dels:
+                    db.executemany("DELETE FROM messages WHERE id=?", dels)
+            db.execute("COMMIT")
+        except Exception as exc:  # disk full, read-only directory, I/O error
+            try:
+                db.execute("ROLLBACK")
+            except Exception:
+                pass
+            self.commit_failures += 1
+            first_failure = self.last_error is None
+            self.last_error = exc
+            n_adds = sum(len(b[1]) for b in batches)
+            if first_failure:
+                log.error("store commit failed (%s: %s) in %s; %d new messages are not stored and "
+                          "their publishes are nacked; deletes and metadata changes are retried every "
+                          "%gs", type(exc).__name__, exc, self.path, n_adds, self.retry_interval)
+            elif self.commit_failures % 30 == 0:
+                log.warning("store commits still failing (%d failures so far): %s: %s",
+                            self.commit_failures, type(exc).__name__, exc)
+            ops = list(carry[0]) if carry is not None else []
+            dels = list(carry[1]) if carry is not None else []
+            for _, _adds, bdels, bops in batches:
+                ops.extend(bops)
+                dels.extend(bdels)
+            self._carry = (ops, dels) if (ops or dels) else None
+            return exc
+        if self.last_error is not None:
+            log.warning("store commits succeed again after %d failures", self.commit_failures)
+            self.last_error = None
+        self._carry = None
+        return None
 
     # ---------------------------------------------------------------- recovery / close
     def load(self) -> dict[str, Any]:
         """Everything stored: dict of lists of rows (dicts) for exchanges, queues, bindings,
         and messages (ordered by id)."""
+        try:
+            return self._load()
+        except sqlite3.Error as exc:
+            raise _open_error(self.path, exc) from None
+
+    def _load(self) -> dict[str, Any]:
         db = self.db
         out: dict[str, Any] = {}
         out["exchanges"] = [dict(vhost=v, name=n, type=t, auto_delete=bool(a), internal=bool(i), arguments=_untbl(g))

@@ -6,6 +6,10 @@ windows of ``confirm_window`` messages: after each window ``wait_for_confirms`` 
 until the broker has confirmed everything so far, so at most ``confirm_window`` messages
 are unconfirmed at any time and the progress bar counts *confirmed* messages.
 
+While the broker blocks the connection (``connection.blocked``: a memory or disk alarm) the
+progress bar shows ``blocked: <reason>`` (e.g. ``blocked: low on disk``) until
+``connection.unblocked``; publishing waits meanwhile, as RabbitMQ's clients do.
+
 Publishes are ``mandatory``: a message no queue is bound for comes back as
 ``basic.return`` before its confirm (RabbitMQ, "Publisher Confirms": "For unroutable
 messages, the broker will issue a confirm once the exchange verifies a message won't route
@@ -81,6 +85,14 @@ def publish_messages(channel, messages: Iterable[OutgoingMessage], exchange: str
                dynamic_ncols=True, mininterval=0.5)
     pending: list = []
     unconfirmed = 0
+    conn = getattr(channel, "connection", None)
+    saved = (getattr(conn, "on_blocked", None), getattr(conn, "on_unblocked", None))
+    if conn is not None:
+        # run in the client's I/O thread; tqdm's refresh takes its own lock
+        conn.on_blocked = lambda reason: bar.set_postfix_str(f"blocked: {reason}")
+        conn.on_unblocked = lambda: bar.set_postfix_str("")
+        if getattr(conn, "blocked", False):
+            bar.set_postfix_str(f"blocked: {conn.blocked_reason}")
 
     def confirm():
         nonlocal unconfirmed
@@ -108,6 +120,8 @@ def publish_messages(channel, messages: Iterable[OutgoingMessage], exchange: str
             unconfirmed += len(pending)
         confirm()
     finally:
+        if conn is not None:
+            conn.on_blocked, conn.on_unblocked = saved
         bar.close()
     stats.seconds = time.monotonic() - started
     return stats

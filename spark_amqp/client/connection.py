@@ -550,6 +550,16 @@ class Connection:
         """Why the connection is closed (typed AMQPError, ConnectionLost, ConnectionClosed)."""
         return self._error
 
+    def abort(self, reason: str) -> None:
+        """End the connection at once, without the close handshake: the socket is shut down
+        (a writer blocked in ``sendall`` and the reader wake up) and every waiting or later
+        call raises :class:`ConnectionLost` with ``reason``. For watchdogs that give up on a
+        broker, e.g. one that keeps publishers blocked (``connection.blocked``); bytes not yet
+        read by the broker are lost, so only use it when unconfirmed publishes will be retried.
+        Call :meth:`close` afterwards to release the socket. Safe from any thread, including
+        the I/O thread (on_blocked callbacks); a no-op on a connection already ended."""
+        self._lost(ConnectionLost(reason))
+
     def close(self, reply_code: int = 200, reply_text: str = "Normal shutdown",
               timeout: float = 5.0, max_wait: float | None = 300.0) -> None:
         """Close cleanly: send ``connection.close``, wait for ``close-ok`` while the broker is

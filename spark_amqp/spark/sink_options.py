@@ -22,6 +22,9 @@ option                 default                     meaning
 ``maxInFlight``        ``10000``                   unconfirmed publishes per task (≥ 1)
 ``confirmTimeoutMs``   ``60000``                   max wait (ms, > 0) for room in the maxInFlight
                                                    window and for the task's final confirms
+``blockedTimeoutMs``   ``30000``                   max time (ms, > 0) the broker may keep the
+                                                   task's connection blocked (connection.blocked:
+                                                   memory/disk alarm) before the task fails
 ``declareExchange``    ``false``                   ``exchange.declare`` the ``exchange`` option
 ``exchangeType``       ``direct``                  ``direct``|``fanout``|``topic``|``headers``|``x-*``
 ``exchangeDurable``    ``true``                    durable flag of the declared exchange
@@ -83,7 +86,8 @@ _BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 # documented spelling, keyed by the lower-cased key Spark hands us
 SINK_OPTIONS = {**{k.lower(): k for k in (
     "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
-    "confirmTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable", "messageId",
+    "confirmTimeoutMs", "blockedTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable",
+    "messageId",
 )}, **CONNECTION_OPTIONS}
 
 # keys Spark or the source side may put in the same dict; accepted and ignored by the sink
@@ -119,6 +123,7 @@ class SinkOptions:
     delivery_mode: Optional[int] = None
     max_in_flight: int = 10000
     confirm_timeout: float = 60.0
+    blocked_timeout: float = 30.0
     declare_exchange: bool = False
     exchange_type: str = "direct"
     exchange_durable: bool = True
@@ -202,6 +207,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         else 10000
     timeout_ms = _int("confirmTimeoutMs", opts["confirmtimeoutms"], 1) \
         if "confirmtimeoutms" in opts else 60000
+    blocked_ms = _int("blockedTimeoutMs", opts["blockedtimeoutms"], 1) \
+        if "blockedtimeoutms" in opts else 30000
     declare = _bool("declareExchange", opts["declareexchange"]) \
         if "declareexchange" in opts else False
     ex_type = opts.get("exchangetype", "direct").strip().lower() or "direct"
@@ -229,6 +236,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(
         uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
         on_return=on_return, delivery_mode=delivery_mode, max_in_flight=max_in_flight,
-        confirm_timeout=timeout_ms / 1000.0, declare_exchange=declare, exchange_type=ex_type,
+        confirm_timeout=timeout_ms / 1000.0, blocked_timeout=blocked_ms / 1000.0,
+        declare_exchange=declare, exchange_type=ex_type,
         exchange_durable=durable, message_id=message_id, connect_kwargs=tuple(sorted(kw.items())),
     )

@@ -14,6 +14,11 @@ Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Se
   Messages confirmed before the failure stay published: the sink is **at-least-once** (like
   Spark's Kafka sink), and a retried task republishes with the same deterministic
   ``message_id`` (see :mod:`spark_amqp.spark.sink_options`).
+- When the broker blocks the task's connection (``connection.blocked``: a memory or disk
+  alarm, RabbitMQ docs "Blocked Connection Notifications") for longer than
+  ``blockedTimeoutMs``, a watchdog aborts the connection and the task fails with an
+  :class:`AmqpSinkError` naming the broker's reason; publishes not confirmed by then are
+  redone by Spark's retry of the task.
 - With ``mandatory`` an unroutable message is returned (312 NO_ROUTE) *before* its ack
   (RabbitMQ docs, confirms.md: "the basic.return is sent to the client before basic.ack"), so
   after the final wait all returns of the task are known.
@@ -22,6 +27,7 @@ Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Se
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -81,6 +87,10 @@ class TaskPublisher:
         self._ch = None
         self._returned_first = None
         self._t0 = 0.0
+        self._blocked_reason: str | None = None  # set while the broker blocks us
+        self._blocked_gen = 0
+        self._blocked_timer: threading.Timer | None = None
+        self._blocked_error: AmqpSinkError | None = None
 
     def __enter__(self) -> "TaskPublisher":
         return self
@@ -105,6 +115,8 @@ class TaskPublisher:
         self._t0 = time.monotonic()
         try:
             self._conn = connect(o.uri, **o.connect_args())
+            self._conn.on_blocked = self._on_blocked
+            self._conn.on_unblocked = self._on_unblocked
             ch = self._conn.channel()
             if o.declare_exchange:
                 ch.exchange_declare(o.exchange, exchange_type=o.exchange_type,
@@ -117,13 +129,65 @@ class TaskPublisher:
         self._ch = ch
 
     def close(self) -> None:
-        """Close the connection (idempotent; errors while closing are logged, not raised)."""
+        """Close the connection (idempotent; errors while closing are logged, not raised).
+        A connection the broker still blocks is aborted instead (no close handshake)."""
         conn, self._conn, self._ch = self._conn, None, None
+        self._blocked_gen += 1
+        if self._blocked_timer is not None:
+            self._blocked_timer.cancel()
+            self._blocked_timer = None
         if conn is not None:
+            if self._blocked_reason is not None:
+                # a blocked connection is not read by the broker: connection.close would wait
+                # for close-ok in vain (RabbitMQ behaves the same); everything of this task is
+                # settled or failed by now, so drop the connection instead
+                conn.abort(f"closed by the amqp sink while blocked ({self._blocked_reason})")
             try:
                 conn.close()
             except Exception as exc:  # noqa: BLE001 - closing after a failure may fail too
                 log.debug("amqp sink %s: error while closing the connection: %s", self.task, exc)
+
+    # -- connection.blocked watchdog ---------------------------------------------------------
+    def _on_blocked(self, reason: str) -> None:
+        """I/O thread: the broker blocked publishing; fail the task after blockedTimeoutMs."""
+        self._blocked_reason = reason or "no reason given"
+        self._blocked_gen += 1
+        if self._blocked_timer is not None:
+            self._blocked_timer.cancel()
+        t = threading.Timer(self.options.blocked_timeout, self._blocked_expired, (self._blocked_gen,))
+        t.daemon = True
+        t.name = "amqp-sink-blocked-watchdog"
+        self._blocked_timer = t
+        t.start()
+        log.warning("amqp sink %s: the broker blocked publishing (connection.blocked: %s); "
+                    "waiting up to blockedTimeoutMs=%d", self.task, self._blocked_reason,
+                    int(self.options.blocked_timeout * 1000))
+
+    def _on_unblocked(self) -> None:
+        self._blocked_gen += 1
+        self._blocked_reason = None
+        if self._blocked_timer is not None:
+            self._blocked_timer.cancel()
+            self._blocked_timer = None
+        log.info("amqp sink %s: the broker unblocked publishing", self.task)
+
+    def _blocked_expired(self, gen: int) -> None:
+        conn = self._conn
+        if gen != self._blocked_gen or conn is None:
+            return
+        ms = int(self.options.blocked_timeout * 1000)
+        self._blocked_error = AmqpSinkError(
+            f"amqp sink {self.task}: the broker blocked publishing (connection.blocked: "
+            f"{self._blocked_reason}) for longer than blockedTimeoutMs={ms}; "
+            f"{self.stats.published} message(s) published in this task, not all of them "
+            "confirmed; the task fails so that Spark retries it (free memory / disk space on "
+            "the broker, let consumers drain its queues, or raise blockedTimeoutMs)")
+        conn.abort(f"blocked by the broker ({self._blocked_reason}) for longer than "
+                   f"blockedTimeoutMs={ms}")
+
+    def _blocked_note(self) -> str:
+        r = self._blocked_reason
+        return f" (the broker is blocking publishing: connection.blocked: {r})" if r else ""
 
     # -- publishing -----------------------------------------------------------------------
     def publish(self, messages: list) -> None:
@@ -158,6 +222,8 @@ class TaskPublisher:
         except AmqpSinkError:
             raise
         except Exception as exc:  # noqa: BLE001 - re-raised with context
+            if self._blocked_error is not None:
+                raise self._blocked_error from exc
             raise self._error("publishing failed", exc) from exc
 
     def _wait_window(self, need: int) -> None:
@@ -175,6 +241,8 @@ class TaskPublisher:
         deadline = time.monotonic() + self.options.confirm_timeout
         sleep = 0.0002
         while ch.in_flight + need > window:
+            if self._blocked_error is not None:
+                raise self._blocked_error
             err = ch.error
             if err is not None:
                 raise err
@@ -183,8 +251,8 @@ class TaskPublisher:
                     f"amqp sink {self.task}: {ch.in_flight} of {self.stats.published} publish(es) "
                     f"stayed unconfirmed for confirmTimeoutMs="
                     f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
-                    f"{window} window full; the broker may be blocked (memory/disk alarm) or "
-                    "overloaded; the task fails so that Spark retries it")
+                    f"{window} window full{self._blocked_note()}; the broker may be blocked "
+                    "(memory/disk alarm) or overloaded; the task fails so that Spark retries it")
             time.sleep(sleep)
             sleep = min(sleep * 2, 0.002)
 
@@ -213,10 +281,12 @@ class TaskPublisher:
             raise AmqpSinkError(
                 f"amqp sink {self.task}: {exc.outstanding} of {self.stats.published} publish(es) "
                 f"still unconfirmed after confirmTimeoutMs={int(self.options.confirm_timeout * 1000)}"
-                "; the broker may be blocked (memory/disk alarm) or overloaded; the task fails "
+                f"{self._blocked_note()}; the broker may be blocked (memory/disk alarm) or overloaded; the task fails "
                 "so that Spark retries it (raise confirmTimeoutMs if the broker is just slow)"
             ) from exc
         except Exception as exc:  # noqa: BLE001 - broker errors, lost connection
+            if self._blocked_error is not None:
+                raise self._blocked_error from exc
             raise self._error("waiting for publisher confirms failed", exc) from exc
         self.stats.confirmed = result.acked
         returned = list(result.returned)
