@@ -60,3 +60,14 @@ class BrokerProcess:
         self.proc.wait(30)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+def wait_for(cond, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll ``cond()`` every 10 ms until it is true; AssertionError after ``timeout`` s."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

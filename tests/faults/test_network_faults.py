@@ -20,19 +20,13 @@ from faults_proxy import FaultProxy
 from spark_amqp import EmbeddedBroker
 from spark_amqp.client import connect
 from spark_amqp.protocol import BasicProperties
+from faults_helpers import wait_for
 
 pytestmark = pytest.mark.faults
 
 HB = 1  # heartbeat seconds negotiated through the proxy
 
 
-def _wait(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture
@@ -55,7 +49,7 @@ def test_client_heartbeat_detects_a_stalled_broker(broker):
         time.sleep(0.3)
         proxy.stall()
         t0 = time.monotonic()
-        _wait(lambda: not conn.is_open, 10 * HB, "the client to notice the stalled broker")
+        wait_for(lambda: not conn.is_open, 10 * HB, "the client to notice the stalled broker")
         took = time.monotonic() - t0
         conn.close(timeout=0.5)
     # AMQP 0-9-1 §4.2.7 / RabbitMQ: the peer is dead after two missed heartbeat intervals
@@ -66,11 +60,11 @@ def test_client_heartbeat_detects_a_stalled_broker(broker):
 def test_broker_heartbeat_detects_a_stalled_client(broker):
     with FaultProxy(broker.url) as proxy:
         conn = connect(proxy.url + f"?heartbeat={HB}")
-        _wait(lambda: len(broker.broker.connections) == 1, what="the broker's connection")
+        wait_for(lambda: len(broker.broker.connections) == 1, what="the broker's connection")
         time.sleep(0.3)
         proxy.stall()
         t0 = time.monotonic()
-        _wait(lambda: not broker.broker.connections, 10 * HB, "the broker to drop the stalled client")
+        wait_for(lambda: not broker.broker.connections, 10 * HB, "the broker to drop the stalled client")
         took = time.monotonic() - t0
         conn.close(timeout=0.5)
     assert took <= 2 * HB + 0.75, f"broker dropped a stalled client after {took:.2f}s (heartbeat {HB}s)"
@@ -105,11 +99,11 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
         e1 = r.latestOffset(s, limit)
         seen = rows(r, s, e1)                       # batch 1 runs
         e2 = r.latestOffset(e1, limit)              # acks batch 1, plans batch 2
-        _wait(lambda: _queue_state(broker, "srcq")[0] + _queue_state(broker, "srcq")[1] == 200,
+        wait_for(lambda: _queue_state(broker, "srcq")[0] + _queue_state(broker, "srcq")[1] == 200,
               what="batch 1 acked")
         seen += rows(r, e1, e2)                     # batch 2 runs ...
         proxy.cut()                                 # ... and the connection is cut before its ack
-        _wait(lambda: _queue_state(broker, "srcq") == (200, 0), what="the broker to requeue")
+        wait_for(lambda: _queue_state(broker, "srcq") == (200, 0), what="the broker to requeue")
         e = e2
         for _ in range(200):                        # triggers until the queue is drained
             r._next_attempt = 0                     # skip the reconnect backoff

@@ -15,6 +15,7 @@ import pytest
 
 from spark_amqp import EmbeddedBroker
 from spark_amqp.broker.store import SqliteStore
+from faults_helpers import wait_for
 
 pytestmark = pytest.mark.faults
 
@@ -40,13 +41,6 @@ class FailingDB:
         self.db.close()
 
 
-def _wait(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class _Msg:
@@ -71,18 +65,18 @@ def test_store_reports_failed_commit_and_retries_metadata(tmp_path):
     store.save_queue("/", _Q("q"))
     t1 = store.add_message("/", "q", _Msg(b"lost"))
     store.flush()
-    _wait(lambda: results, what="the failed commit's report")
+    wait_for(lambda: results, what="the failed commit's report")
     first, last, err = results[0]
     assert first <= t1 <= last and isinstance(err, sqlite3.OperationalError)
     assert store.durable_ticket < t1, "a failed commit must not advance durable_ticket"
     assert store.commit_failures >= 1 and store.last_error is err
     # the queue declaration is retried on its own, every retry_interval
-    _wait(lambda: fdb.commits_refused >= 3, what="retries of the carried-over declaration")
+    wait_for(lambda: fdb.commits_refused >= 3, what="retries of the carried-over declaration")
     fdb.failing.clear()
-    _wait(lambda: store.last_error is None, what="a successful retry")
+    wait_for(lambda: store.last_error is None, what="a successful retry")
     t2 = store.add_message("/", "q", _Msg(b"kept"))
     store.flush()
-    _wait(lambda: len(results) >= 2, what="the second commit's report")
+    wait_for(lambda: len(results) >= 2, what="the second commit's report")
     assert results[-1][1] >= t2 and results[-1][2] is None
     data = store.load()
     assert [q["name"] for q in data["queues"]] == ["q"]
@@ -96,13 +90,13 @@ def test_store_without_callback_never_advances_on_failure(tmp_path):
     fdb.failing.set()
     t = store.add_message("/", "q", _Msg(b"x"))
     store.flush()
-    _wait(lambda: fdb.commits_refused >= 1, what="the refused commit")
+    wait_for(lambda: fdb.commits_refused >= 1, what="the refused commit")
     time.sleep(0.05)
     assert store.durable_ticket < t
     fdb.failing.clear()
     t = store.add_message("/", "q", _Msg(b"y"))
     store.flush()
-    _wait(lambda: store.durable_ticket >= t, what="durable_ticket after a good commit")
+    wait_for(lambda: store.durable_ticket >= t, what="durable_ticket after a good commit")
     store.close()
 
 
