@@ -373,7 +373,18 @@ class Channel:
             return
         self._settle(entries, None)
 
+    def _refuse_stream_settle(self, tag: int, multiple: bool) -> None:
+        """RabbitMQ 3.10.8: basic.nack / basic.reject of a stream delivery closes the
+        connection with 540 "basic.nack and basic.reject not supported by stream queues ..."."""
+        for o in self.unacked.owners_upto(tag, multiple):
+            q = o.queue if o.__class__ is Consumer else o
+            if q.stream:
+                raise AMQPNotImplemented(f"basic.nack and basic.reject not supported by stream queues queue "
+                                         f"'{q.name}' in vhost '{self.vhost.name}'", 60, 120 if multiple else 90)
+
     def on_nack(self, method) -> None:
+        if self.unacked:
+            self._refuse_stream_settle(method.delivery_tag, method.multiple)
         entries = self._take(method.delivery_tag, method.multiple, 60, 120)
         if self.tx:
             self.tx_acks.append((entries, method.requeue))
@@ -381,6 +392,8 @@ class Channel:
         self._settle(entries, method.requeue)
 
     def on_reject(self, method) -> None:
+        if self.unacked:
+            self._refuse_stream_settle(method.delivery_tag, False)
         entries = self._take(method.delivery_tag, False, 60, 90)
         if self.tx:
             self.tx_acks.append((entries, method.requeue))
@@ -455,14 +468,16 @@ class Channel:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", cid, mid)
         if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
             raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
+        args = method.arguments or {}
+        start = q.check_consume(self, method.no_ack, args) if q.stream else 0
         if q.quorum and self.prefetch_global:
             raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
-        args = method.arguments or {}
         prio = args.get("x-priority", 0)
         if isinstance(prio, bool) or not isinstance(prio, int):
             raise PreconditionFailed(f"invalid arg 'x-priority' for consumer: {prio!r} is not an integer", cid, mid)
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
         c.priority = prio
+        c.stream_pos = start
         c.tag_enc = shortstr(tag)
         self.consumers[tag] = c
         if not method.no_wait:
@@ -654,6 +669,9 @@ class Channel:
 
     def on_queue_purge(self, method) -> None:
         q = self._queue_to_read(method, 50, 30)
+        if q.stream:
+            raise AMQPNotImplemented(f"queue.purge not supported by stream queues queue '{q.name}' in vhost "
+                                     f"'{self.vhost.name}'", 50, 30)
         n = q.purge()
         if not method.no_wait:
             self.send(spec.Queue.PurgeOk(message_count=n))
