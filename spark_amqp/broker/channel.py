@@ -27,8 +27,8 @@ from collections import deque
 from typing import Any
 
 from ..protocol import spec
-from ..protocol.errors import (AccessRefused, AMQPNotImplemented, NotAllowed, NotFound,
-                               PreconditionFailed)
+from ..protocol.errors import (AccessRefused, AMQPNotImplemented, InternalError, NotAllowed,
+                               NotFound, PreconditionFailed)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
 from .unacked import Unacked
@@ -409,6 +409,11 @@ class Channel:
     def on_recover(self, method) -> None:
         if not method.requeue:
             raise AMQPNotImplemented("requeue=false", 60, 110)
+        if self.unacked and any((o.queue if o.__class__ is Consumer else o).stream
+                                for o in self.unacked.owners_upto(0, True)):
+            # RabbitMQ 3.10.8 crashes (541) on basic.recover with unacked stream deliveries
+            raise InternalError("basic.recover with unacknowledged deliveries from a stream queue: a stream "
+                                "never redelivers; consume again from the offset to read", 60, 110)
         self.requeue_all()
         if method.INDEX == spec.Basic.Recover.INDEX:
             self.send(spec.Basic.RecoverOk())

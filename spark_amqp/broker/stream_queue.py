@@ -94,7 +94,7 @@ UNSUPPORTED_ARGS = ("x-max-length", "x-message-ttl", "x-overflow", "x-dead-lette
                     "x-single-active-consumer", "x-delivery-limit", "x-queue-mode",
                     "x-max-in-memory-length", "x-max-in-memory-bytes", "x-queue-master-locator")
 #: Stream arguments compared on a redeclare (406 "inequivalent arg ..."), besides the common ones.
-STREAM_EQUIV_ARGS = ("x-max-age", "x-stream-max-segment-size-bytes")
+STREAM_EQUIV_ARGS = ("x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size")
 _LEADER_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
 
 

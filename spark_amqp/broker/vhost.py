@@ -306,14 +306,14 @@ class VHost:
         if not dests and x.alternate is not None:
             ae = self.exchanges.get(x.alternate)
             dests = (ae,) if ae is not None else ()
-        if len(dests) == 1 and type(dests[0]) is Queue:
+        if len(dests) == 1 and type(dests[0]) in _QUEUE_TYPES:
             return [dests[0]]
         queues: list[Queue] = []
         seen_x = {id(x)}
         work = list(dests)
         while work:
             d = work.pop(0)
-            if type(d) is Queue:
+            if type(d) in _QUEUE_TYPES:
                 if d not in queues:
                     queues.append(d)
                 continue
@@ -378,6 +378,9 @@ class VHost:
         if reason != "rejected" and q in targets and q.dlx is not None:
             targets = [t for t in targets if t is not q]
         self.broker.enqueue(targets, new)
+
+
+_QUEUE_TYPES = (Queue, StreamQueue)
 
 
 def new_queue(broker, vhost: VHost, name: str, durable: bool, exclusive_owner, auto_delete: bool,
