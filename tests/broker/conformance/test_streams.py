@@ -62,13 +62,13 @@ def _offsets(msgs) -> list[int]:
 
 # ---------------------------------------------------------------------------------- declare
 
-@pytest.mark.parametrize("prop,kwargs", [("non-durable", {"durable": False}),
-                                         ("exclusive-owner", {"durable": True, "exclusive": True}),
-                                         ("auto-delete", {"durable": True, "auto_delete": True})])
-def test_declare_needs_durable_non_exclusive_non_auto_delete(amqp, ch, prop, kwargs):
-    with broker_closes_channel(406) as ei:
-        amqp.queue(ch, "stream", arguments=STREAM, **kwargs)
-    assert f"invalid property '{prop}'" in ei.value.reply_text
+def test_declare_needs_durable_non_exclusive_non_auto_delete(amqp, conn):
+    for prop, kwargs in (("non-durable", {"durable": False}),
+                         ("exclusive-owner", {"durable": True, "exclusive": True}),
+                         ("auto-delete", {"durable": True, "auto_delete": True})):
+        with broker_closes_channel(406) as ei:
+            amqp.queue(conn.channel(), "stream", arguments=STREAM, **kwargs)
+        assert f"invalid property '{prop}'" in ei.value.reply_text
 
 
 def test_declare_ok_reports_zero_and_accepts_stream_arguments(amqp, ch):
@@ -86,12 +86,12 @@ def test_declare_ok_reports_zero_and_accepts_stream_arguments(amqp, ch):
     assert "inequivalent arg 'x-max-age'" in ei.value.reply_text
 
 
-@pytest.mark.parametrize("age", ["1Y", "1M", "7D", "1h", "30m", "10s"])
-def test_max_age_units(amqp, ch, age):
-    _stream(amqp, ch, **{"x-max-age": age})
+def test_max_age_units(amqp, ch):
+    for age in ("1Y", "1M", "7D", "1h", "30m", "10s"):
+        _stream(amqp, ch, **{"x-max-age": age})
 
 
-@pytest.mark.parametrize("args,text", [
+_INVALID_ARGS = [
     ({"x-max-age": "1x"}, "invalid arg 'x-max-age'"),
     ({"x-max-age": "0s"}, "invalid_max_age"),
     ({"x-max-age": 10}, "unacceptable_type"),
@@ -109,11 +109,17 @@ def test_max_age_units(amqp, ch, age):
     ({"x-max-priority": 3}, "of queue type rabbit_stream_queue"),
     ({"x-single-active-consumer": True}, "of queue type rabbit_stream_queue"),
     ({"x-delivery-limit": 3}, "of queue type rabbit_stream_queue"),
-])
-def test_invalid_declare_arguments_406(amqp, ch, args, text):
-    with broker_closes_channel(406) as ei:
-        _stream(amqp, ch, **args)
-    assert text in ei.value.reply_text
+    ({"x-max-age": "1Q"}, "invalid_max_age"),
+]
+
+
+def test_invalid_declare_arguments_406(amqp, conn):
+    """Each case on a new channel of one connection (a channel error leaves the connection)."""
+    for args, text in _INVALID_ARGS:
+        ch = conn.channel()
+        with broker_closes_channel(406) as ei:
+            _stream(amqp, ch, **args)
+        assert text in ei.value.reply_text, args
 
 
 def test_max_age_without_digits_is_541_and_other_connections_go_on(amqp):
@@ -188,7 +194,7 @@ def _past(seconds: float) -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("spec,expected", [
+_READ_EXISTING = [
     ("first", list(range(10))),
     ("last", [9]),                       # one chunk per confirmed publish: the last message
     (3, list(range(3, 10))),
@@ -197,30 +203,38 @@ def _past(seconds: float) -> dt.datetime:
     ("1h", list(range(10))),
     ("7D", list(range(10))),
     ("timestamp-past", list(range(10))),
-])
-def test_offset_specs_read_existing(amqp, spec, expected):
+]
+
+
+def test_offset_specs_read_existing(amqp):
+    """Each spec on its own consumer (all on one connection), over the same 10 messages."""
     _, q = _setup(amqp, 10)
-    if spec == "timestamp-past":
-        spec = _past(3600)
-    c, _, col, _ = _consume(amqp, q, spec)
-    col.wait(len(expected))
-    assert _offsets(col.settle()) == expected
-    assert [m.body for m in col.messages] == [b"m%d" % i for i in expected]
+    conn = amqp.connect()
+    cols = []
+    for spec, expected in _READ_EXISTING:
+        arg = _past(3600) if spec == "timestamp-past" else spec
+        cols.append((spec, expected, _consume(amqp, q, arg, conn=conn)[2]))
+    cols[0][2].wait(10)
+    cols[0][2].settle()
+    for spec, expected, col in cols:
+        assert _offsets(col) == expected, spec
+        assert [m.body for m in col.messages] == [b"m%d" % i for i in expected], spec
 
 
-@pytest.mark.parametrize("spec", [None, "next", 10, "timestamp-future", 12])
-def test_offset_specs_waiting_for_new_messages(amqp, spec):
+def test_offset_specs_waiting_for_new_messages(amqp):
+    """next (also the default), the end, a future timestamp, beyond the end: only new messages."""
     ch, q = _setup(amqp, 10)
-    if spec == "timestamp-future":
-        spec = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
-    c, _, col, _ = _consume(amqp, q, spec)
-    assert col.settle() == []
+    future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    conn = amqp.connect()
+    specs = [None, "next", 10, future, 12, 100]
+    cols = [_consume(amqp, q, spec, conn=conn)[2] for spec in specs]
+    assert cols[0].settle() == []
+    assert all(col.messages == [] for col in cols)
     _publish(ch, q, 3, start=10)
-    if spec == 12:
-        assert _offsets(col.wait(1)) == [12]
-    else:
-        assert _offsets(col.wait(3)) == [10, 11, 12]
-    assert _offsets(col.settle()) in ([10, 11, 12], [12])
+    cols[0].wait(3)
+    cols[0].settle()
+    got = [_offsets(col) for col in cols]
+    assert got == [[10, 11, 12]] * 4 + [[12], []]
 
 
 def test_offset_last_delivers_the_whole_last_chunk(amqp):
@@ -247,12 +261,13 @@ def test_interval_spec_after_the_log_waits(amqp):
         c.close()
 
 
-@pytest.mark.parametrize("spec", ["0s", "5", "1x"])
-def test_bad_interval_string_406(amqp, spec):
+def test_bad_interval_string_406(amqp):
     _, q = _setup(amqp, 1)
-    with broker_closes_channel(406) as ei:
-        _consume(amqp, q, spec)
-    assert "invalid_stream_offset_arg" in ei.value.reply_text
+    conn = amqp.connect()
+    for spec in ("0s", "5", "1x"):
+        with broker_closes_channel(406) as ei:
+            _consume(amqp, q, spec, conn=conn)
+        assert "invalid_stream_offset_arg" in ei.value.reply_text
 
 
 @pytest.mark.parametrize("spec", ["yesterday", "-1h", True, ["a"]])
