@@ -47,7 +47,7 @@ from urllib.parse import quote
 
 from ..protocol.errors import InternalError, PreconditionFailed
 
-__all__ = ["StreamLog", "parse_max_age", "add_offset_header", "CHUNK_MAX_MESSAGES",
+__all__ = ["StreamLog", "parse_max_age", "add_offset_header", "offset_header_split", "CHUNK_MAX_MESSAGES",
            "CHUNK_MAX_BYTES", "DEFAULT_SEGMENT_BYTES", "MAX_SEGMENT_BYTES"]
 
 log = logging.getLogger("spark_amqp.broker.stream")
@@ -65,7 +65,7 @@ _HDR_TAIL = struct.Struct(">IQIQ")      # the part the crc covers before the pay
 _ENT = struct.Struct(">HII")
 _ENT_SIZE = _ENT.size
 _HDR_SIZE = _HDR.size
-_CACHE_CHUNKS = 64
+_CACHE_CHUNKS = 16
 
 # ``x-max-age`` units (RabbitMQ docs "Streams": Y, M, D, h, m, s; M = 30 days, Y = 365 days)
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -96,37 +96,48 @@ _Q = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 
-def add_offset_header(props_raw: bytes, offset: int) -> bytes:
-    """``props_raw`` (content-header property flags + values, 0-9-1 §4.2.6.1) with the header
-    ``x-stream-offset`` = ``offset`` (AMQP ``l``, signed 64-bit) added to its headers table
-    (created when absent); a publisher's own ``x-stream-offset`` header is left in place before
-    ours (decoders keep the last). Pure byte splicing: nothing else is decoded."""
-    entry = _OFFSET_KEY + _Q.pack(offset)
+def offset_header_split(props_raw: bytes) -> tuple[bytes, bytes]:
+    """``(before, after)``: ``before + <offset as 8-byte signed big-endian> + after`` is
+    ``props_raw`` (content-header property flags + values, 0-9-1 §4.2.6.1) with the header
+    ``x-stream-offset`` (AMQP ``l``) added at the end of its headers table (created when
+    absent). Byte splicing only; a publisher's own ``x-stream-offset`` header stays before
+    ours (decoders keep the last). The split depends only on ``props_raw``, so a run of
+    messages with the same properties reuses it."""
     if len(props_raw) < 2:
         props_raw = b"\x00\x00"
     flags = (props_raw[0] << 8) | props_raw[1]
     if flags & 1:
-        # a second flags word (never sent by real clients): take the slow path
+        # a second flags word (never sent by real clients): re-encode
         from ..protocol.properties import decode_properties
-        p = decode_properties(props_raw, 0, len(props_raw))
-        h = dict(p.headers or {})
         from ..protocol.values import Typed
-        h["x-stream-offset"] = Typed("l", offset)
+        p = decode_properties(props_raw, 0, len(props_raw))
+        h = {k: v for k, v in (p.headers or {}).items() if k != "x-stream-offset"}
+        h["x-stream-offset"] = Typed("l", 0)
         p.headers = h
-        return p.encode()
+        raw = p.encode()
+        i = raw.rindex(_OFFSET_KEY) + len(_OFFSET_KEY)
+        return raw[:i], raw[i + 8:]
     pos = 2
     if flags & _F_CT:
         pos += 1 + props_raw[pos]
     if flags & _F_CE:
         pos += 1 + props_raw[pos]
+    grow = len(_OFFSET_KEY) + 8
     if flags & _F_HEADERS:
         n = _U32.unpack_from(props_raw, pos)[0]
         end = pos + 4 + n
-        return b"".join((props_raw[:pos], _U32.pack(n + len(entry)), props_raw[pos + 4:end], entry,
-                         props_raw[end:]))
+        return (b"".join((props_raw[:pos], _U32.pack(n + grow), props_raw[pos + 4:end], _OFFSET_KEY)),
+                props_raw[end:])
     flags |= _F_HEADERS
-    return b"".join((bytes(((flags >> 8) & 0xFF, flags & 0xFF)), props_raw[2:pos],
-                     _U32.pack(len(entry)), entry, props_raw[pos:]))
+    return (b"".join((bytes(((flags >> 8) & 0xFF, flags & 0xFF)), props_raw[2:pos], _U32.pack(grow),
+                      _OFFSET_KEY)), props_raw[pos:])
+
+
+def add_offset_header(props_raw: bytes, offset: int) -> bytes:
+    """``props_raw`` with the header ``x-stream-offset`` = ``offset`` (AMQP ``l``, signed
+    64-bit) added (see :func:`offset_header_split`)."""
+    before, after = offset_header_split(props_raw)
+    return before + _Q.pack(offset) + after
 
 
 # ---------------------------------------------------------------------------------- segments

@@ -324,7 +324,5 @@ class StreamQueue(Queue):
             start, entries = log.read(pos, credit)
             if not entries:
                 continue
-            msgs = [StreamEntry(e, add_offset_header(p, start + k), b, start + k)
-                    for k, (e, p, b) in enumerate(entries)]
             c.stream_pos = start + len(entries)
-            ch.deliver_many(c, msgs, self)
+            ch.deliver_stream(c, entries, start, self)
