@@ -224,6 +224,8 @@ class Broker:
         store = self.store
         if len(queues) == 1:
             q = queues[0]
+            if q.stream:
+                return q.append(msg), False
             if q.plain:
                 # hot path: no TTL, length limit or priority on the queue
                 msg.seq = q.next_seq

@@ -233,7 +233,6 @@ class StreamLog:
         self.next = 0
         self.bytes = 0               # retained bytes (segment sizes)
         self.pending: list = []      # (enc, props_raw, body) not yet in a chunk
-        self.pending_bytes = 0
         self.unsynced: set = set()   # segments written since the last fsync
         self._cache: OrderedDict = OrderedDict()
         if directory is not None:
@@ -325,7 +324,6 @@ class StreamLog:
         """Queue one message for the next chunk; returns its offset."""
         off = self.next + len(self.pending)
         self.pending.append((enc, props_raw, body))
-        self.pending_bytes += len(enc) + len(props_raw) + len(body) + _ENT_SIZE
         return off
 
     def seal(self) -> bool:
@@ -334,7 +332,6 @@ class StreamLog:
             return False
         pend = self.pending
         self.pending = []
-        self.pending_bytes = 0
         ts = int(time.time() * 1000)
         i = 0
         n = len(pend)

@@ -206,6 +206,7 @@ class StreamQueue(Queue):
             directory = StreamLog.directory_for(broker.data_dir, vhost.name, name)
         self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
                              max_bytes, max_age)
+        self.on_disk = directory is not None
 
     # ------------------------------------------------------------------ counts
     @property
@@ -215,19 +216,18 @@ class StreamQueue(Queue):
     # ------------------------------------------------------------------ publishing
     def append(self, msg) -> int:
         """Store ``msg`` at the next offset; returns the store ticket its confirm waits for."""
-        log = self.log
         enc = msg.enc
         if enc is None:
             from .message import route_enc
             enc = route_enc(msg.exchange, msg.routing_key)
-        log.append(enc, msg.props_raw, msg.body)
+        pend = self.log.pending
+        pend.append((enc, msg.props_raw, msg.body))
         b = self.broker
-        b.pending_streams[id(self)] = self
-        b.mark_queue(self)
-        store = b.store
-        if log.directory is not None and store.durable:
-            return store.current_ticket + 1
-        return 0
+        if len(pend) == 1:
+            # sealed into a chunk in this tick (Broker._tick), before the store's batch
+            b.pending_streams[id(self)] = self
+            b.mark_queue(self)
+        return b.store.current_ticket + 1 if self.on_disk else 0
 
     def enqueue(self, msg) -> None:
         self.append(msg)
