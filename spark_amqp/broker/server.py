@@ -402,6 +402,10 @@ class Broker:
         self.servers = []
         self._tick()
         await self.loop.run_in_executor(None, self.store.close)
+        for v in self.vhosts.values():
+            for q in v.queues.values():
+                if q.stream:
+                    q.log.close()
 
 
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,

@@ -27,7 +27,10 @@ from .queue import Consumer, Queue
 from .stream import (DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, add_offset_header,
                      parse_max_age)
 
-__all__ = ["StreamQueue", "StreamEntry", "resolve_offset"]
+__all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
+
+#: At most this many messages go to one consumer per dispatch round.
+DISPATCH_MAX = 2048
 
 
 class StreamEntry:
@@ -311,6 +314,7 @@ class StreamQueue(Queue):
         if log.pending:
             self.seal()
         nxt = log.next
+        more = False
         for c in self.consumers:
             pos = c.stream_pos
             if pos >= nxt:
@@ -321,8 +325,15 @@ class StreamQueue(Queue):
             credit = c.prefetch - c.unacked
             if credit <= 0:
                 continue
+            if credit > DISPATCH_MAX:
+                # a big prefetch is served over several rounds, so the connection's output
+                # is written (and its flow control seen) between them
+                credit = DISPATCH_MAX
+                more = True
             start, entries = log.read(pos, credit)
             if not entries:
                 continue
             c.stream_pos = start + len(entries)
             ch.deliver_stream(c, entries, start, self)
+        if more:
+            self.broker.mark_queue(self)
