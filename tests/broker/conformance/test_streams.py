@@ -406,6 +406,14 @@ def test_counts_and_delete_ok(amqp):
     assert amqp.counts(q) is None
 
 
+def test_delete_if_empty_does_not_protect_a_stream(amqp):
+    """RabbitMQ 3.10.8 deletes a non-empty stream despite if-empty (delete-ok 0). (Its if-unused
+    looks at a consumer count sampled every few seconds, so it is not asserted here.)"""
+    _, q = _setup(amqp, 3)
+    assert amqp.channel().queue_delete(q, if_empty=True).method.message_count == 0
+    assert amqp.counts(q) is None
+
+
 # ---------------------------------------------------------------------------------- retention
 
 def _read_all(amqp, q: str) -> list[int]:
