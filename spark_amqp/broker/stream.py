@@ -33,7 +33,6 @@ directory the segments are in-memory byte arrays with the same layout.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
 import re
@@ -45,7 +44,6 @@ from bisect import bisect_right
 from collections import OrderedDict
 from urllib.parse import quote
 
-from ..protocol.errors import InternalError, PreconditionFailed
 
 __all__ = ["StreamLog", "parse_max_age", "add_offset_header", "offset_header_split", "CHUNK_MAX_MESSAGES",
            "CHUNK_MAX_BYTES", "DEFAULT_SEGMENT_BYTES", "MAX_SEGMENT_BYTES"]
@@ -371,16 +369,6 @@ class StreamLog:
         segs.append(seg)
         self.apply_retention()
         return seg
-
-    def sync(self) -> None:
-        """fsync the segments written since the last call (run by the store's writer thread)."""
-        segs, self.unsynced = self.unsynced, set()
-        for s in segs:
-            if s.fd >= 0:
-                try:
-                    os.fsync(s.fd)
-                except OSError:
-                    pass
 
     def take_unsynced(self) -> list:
         """The file descriptors to fsync for what was written since the last call."""

@@ -8,13 +8,17 @@ what a stream cannot do. Reply codes and texts were checked on RabbitMQ 3.10.8 w
 
 - declare: durable, not exclusive, not auto-delete (406 "invalid property ..."); arguments
   ``x-max-length-bytes``, ``x-max-age``, ``x-stream-max-segment-size-bytes``,
-  ``x-initial-cluster-size``, ``x-queue-leader-locator``;
-- consume: a per-consumer prefetch is required (406), ``no_ack`` is 540 (connection);
-  ``basic.get`` is 540 (connection); acks only give credit back;
+  ``x-initial-cluster-size``, ``x-queue-leader-locator``; classic-queue arguments are 406;
+- consume: a per-consumer prefetch is required (406); ``no_ack``, global QoS next to a
+  consumer prefetch, ``basic.get``, ``queue.purge``, ``basic.nack``/``basic.reject`` are 540
+  (connection); ``basic.recover`` with unacked stream deliveries is 541; acks only give credit
+  back, nothing is ever requeued or redelivered;
 - ``x-stream-offset``: ``first`` / ``last`` / ``next`` (the default), an integer offset, an
-  AMQP timestamp (seconds), an interval string (``"1h"``, ``"7D"``: now minus it); anything
-  else closes the connection with 541 INTERNAL_ERROR as RabbitMQ 3.10.8 does (its crash path),
-  with a reply text here that names the argument and the accepted values.
+  AMQP timestamp (seconds), an interval string (``"1h"``, ``"7D"``: now minus it). An interval
+  string with value 0 or an unknown unit is 406 ``invalid_stream_offset_arg``; a string
+  without leading digits, a boolean or an array closes the connection with 541 INTERNAL_ERROR
+  as RabbitMQ 3.10.8 does (its parser crashes), with a reply text here that names the
+  argument and the accepted values.
 """
 
 from __future__ import annotations
@@ -23,9 +27,8 @@ import datetime as _dt
 import time
 
 from ..protocol.errors import AMQPNotImplemented, InternalError, PreconditionFailed
-from .queue import Consumer, Queue
-from .stream import (DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, add_offset_header,
-                     parse_max_age)
+from .queue import Queue
+from .stream import DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, parse_max_age
 
 __all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
 
@@ -304,9 +307,6 @@ class StreamQueue(Queue):
             raise InternalError(f"invalid x-stream-offset {spec!r} ({_amqp_type(spec)}) for a "
                                 f"consumer of {where}: use first, last, next, an integer offset, a timestamp or "
                                 f"an interval like '1h' / '7D'", cid, mid) from None
-
-    def add_consumer(self, c: Consumer) -> None:
-        super().add_consumer(c)
 
     def dispatch(self) -> None:
         """Deliver to every consumer that has credit, from its own position."""
