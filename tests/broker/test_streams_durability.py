@@ -104,6 +104,34 @@ def test_clean_restart_keeps_stream_arguments_bindings_and_offsets(tmp_path):
     assert not (tmp_path / "streams" / "%2F" / "s").exists()
 
 
+def test_confirm_comes_after_the_segment_fsync(tmp_path, monkeypatch):
+    """The publisher confirm of a stream message waits for the fsync of its segment file."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd):
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            path = ""
+        real(fd)
+        if path.endswith(".segment"):
+            time.sleep(0.2)   # a slow disk: a confirm sent without waiting would come first
+        synced.append(path)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    with EmbeddedBroker(data_dir=tmp_path) as b:
+        c = _conn(b.url)
+        ch = c.channel()
+        ch.queue_declare("s", durable=True, arguments=STREAM)
+        ch.confirm_delivery()
+        for i in range(3):
+            before = sum(p.endswith(".segment") for p in synced)
+            ch.basic_publish("", "s", b"m%d" % i)      # returns once confirmed
+            assert sum(p.endswith(".segment") for p in synced) > before
+        c.close()
+
+
 # ---------------------------------------------------------------------------------- the log
 
 def _fill(log: StreamLog, n: int, start: int = 0, size: int = 50) -> None:
