@@ -30,6 +30,7 @@ persisted to disk); sqlite docs "Write-Ahead Logging" and "PRAGMA synchronous".
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -109,6 +110,11 @@ class MemoryStore:
     def delete_queue_messages(self, vhost: str, queue: str) -> None:
         pass
 
+    def add_sync(self, fds: list) -> int:
+        """fsync the file descriptors ``fds`` (stream segments, :mod:`.stream`) in the next
+        batch; returns its ticket."""
+        return 0
+
     def save_exchange(self, vhost, x) -> None:
         pass
 
@@ -184,6 +190,7 @@ class SqliteStore(MemoryStore):
         self._adds: dict[int, tuple] = {}      # id -> row, pending in the open batch
         self._dels: list[tuple] = []           # (id,) pending deletes
         self._ops: list[tuple[str, tuple]] = []  # metadata statements, in order
+        self._syncs: list = []                 # stream segment files to fsync
         self._inflight = False
         self._cond = threading.Condition(self._lock)
         self._closed = False
@@ -203,6 +210,13 @@ class SqliteStore(MemoryStore):
         self.bytes_added += len(msg.body)
         self._adds[sid] = (sid, vhost, queue, msg.exchange, msg.routing_key, msg.props_raw,
                            msg.body, int(msg.redelivered), msg.delivery_count)
+        return self.current_ticket + 1
+
+    def add_sync(self, fds: list) -> int:
+        """fsync the file descriptors ``fds`` (stream segment files, written by the loop with
+        ``os.pwrite``) in the writer thread, before the commit of the next batch; returns the
+        ticket of that batch (a publisher confirm waits for it)."""
+        self._syncs.extend(fds)
         return self.current_ticket + 1
 
     def delete_message(self, store_id: int) -> None:
@@ -242,11 +256,11 @@ class SqliteStore(MemoryStore):
 
     def flush(self) -> None:
         """Hand the open batch to the writer thread (called once per loop tick)."""
-        if not (self._adds or self._dels or self._ops):
+        if not (self._adds or self._dels or self._ops or self._syncs):
             return
         self.current_ticket += 1
-        batch = (self.current_ticket, list(self._adds.values()), self._dels, self._ops)
-        self._adds, self._dels, self._ops = {}, [], []
+        batch = (self.current_ticket, list(self._adds.values()), self._dels, self._ops, self._syncs)
+        self._adds, self._dels, self._ops, self._syncs = {}, [], [], []
         with self._cond:
             self._queue.append(batch)
             self._cond.notify()
@@ -292,6 +306,14 @@ class SqliteStore(MemoryStore):
         db = self.db
         carry = self._carry
         try:
+            # stream segment files (written by the loop with pwrite) first: a confirm of a
+            # stream message waits for this batch's ticket
+            for fd in {fd for b in batches for fd in b[4]}:
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    if exc.errno != errno.EBADF:   # EBADF: closed meanwhile (stream deleted)
+                        raise
             db.execute("BEGIN")
             if carry is not None:
                 ops, dels = carry
@@ -299,7 +321,7 @@ class SqliteStore(MemoryStore):
                     db.execute(sql, params)
                 if dels:
                     db.executemany("DELETE FROM messages WHERE id=?", dels)
-            for _, adds, dels, ops in batches:
+            for _, adds, dels, ops, _syncs in batches:
                 # metadata first in order; purges/deletes of queues precede later adds
                 for sql, params in ops:
                     db.execute(sql, params)
@@ -326,7 +348,7 @@ class SqliteStore(MemoryStore):
                             self.commit_failures, type(exc).__name__, exc)
             ops = list(carry[0]) if carry is not None else []
             dels = list(carry[1]) if carry is not None else []
-            for _, _adds, bdels, bops in batches:
+            for _, _adds, bdels, bops, _syncs in batches:
                 ops.extend(bops)
                 dels.extend(bdels)
             self._carry = (ops, dels) if (ops or dels) else None
