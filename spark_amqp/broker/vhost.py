@@ -213,6 +213,7 @@ class VHost:
             return 0
         n = q.message_count
         q.deleted = True
+        self.broker.stats.retire(q)
         q.cancel_timers()
         self.queues.pop(q.name, None)
         for c in list(q.consumers):
