@@ -85,5 +85,5 @@ def authenticate_header(config, header: str | None) -> Principal:
     if not sep or u is None or not hmac.compare_digest(u.password.encode(), password.encode()):
         raise AuthError("not_authorized", "Login failed")
     if not any(t in MANAGEMENT_TAGS for t in u.tags):
-        raise AuthError("not_authorized", "Not management user")
+        raise AuthError("not_authorised", "Not management user")
     return Principal(config, u.name, u.tags)

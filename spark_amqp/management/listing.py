@@ -1,6 +1,7 @@
 """List query parameters as RabbitMQ's management API applies them (``rabbit_mgmt_util``).
 
-- ``name`` (substring, or a regex with ``use_regex=true``) filters by the ``name`` key;
+- ``name`` (case-insensitive substring, or a regex with ``use_regex=true``) filters by the
+  ``name`` key - only paginated requests, as RabbitMQ (a plain list ignores it);
 - ``sort=<key>`` (dotted path into nested objects, e.g. ``message_stats.publish``) with
   ``sort_reverse=true``; without ``sort`` lists are sorted by ``vhost`` then ``name``;
 - ``page`` / ``page_size`` (default 100, at most 500) return
@@ -57,19 +58,18 @@ def prune_columns(item: dict, columns: list[str]) -> dict:
     for col in columns:
         path = col.split(".")
         src: Any = item
-        ok = True
-        for p in path:
-            if isinstance(src, dict) and p in src:
-                src = src[p]
-            else:
-                ok = False
-                break
-        if not ok:
-            continue
         dst = out
-        for p in path[:-1]:
-            dst = dst.setdefault(p, {})
-        dst[path[-1]] = src
+        # as RabbitMQ: the parents that exist are kept (as {}) even when the leaf is missing
+        for i, p in enumerate(path):
+            if not isinstance(src, dict) or p not in src:
+                break
+            src = src[p]
+            if i == len(path) - 1:
+                dst[p] = src
+            elif isinstance(src, dict):
+                dst = dst.setdefault(p, {})
+            else:
+                break
     return out
 
 
@@ -87,16 +87,18 @@ def apply_list_params(items: list[dict], query: Mapping[str, str]) -> Any:
     """Filter, sort, paginate and prune ``items`` by the request's ``query`` parameters;
     returns the JSON value to send (a list, or a page object). Raises :class:`ListError`."""
     total = len(items)
+    paged = "page" in query or "page_size" in query
     name = query.get("name")
-    if name:
+    if name and paged:
         if query.get("use_regex") == "true":
             try:
-                rx = re.compile(name)
+                rx = re.compile(name, re.IGNORECASE)
             except re.error as exc:
                 raise ListError("bad_request", f"invalid regex {name!r}: {exc}") from None
             items = [i for i in items if rx.search(str(i.get("name", "")))]
         else:
-            items = [i for i in items if name in str(i.get("name", ""))]
+            low = name.lower()
+            items = [i for i in items if low in str(i.get("name", "")).lower()]
     sort = query.get("sort")
     reverse = query.get("sort_reverse") == "true"
     if sort:
@@ -105,7 +107,6 @@ def apply_list_params(items: list[dict], query: Mapping[str, str]) -> Any:
     else:
         items = sorted(items, key=lambda i: (str(i.get("vhost", "")), str(i.get("name", ""))), reverse=reverse)
     columns = [c for c in (query.get("columns") or "").split(",") if c]
-    paged = "page" in query or "page_size" in query
     if not paged:
         return [prune_columns(i, columns) for i in items] if columns else items
     page = _int_param(query, "page", 1)

@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry
 from .auth import AuthError, authenticate_header
 from .definitions import DEFINITION_ROUTES
 from .http import ApiError, Ctx, auth_error
-from .listing import ListError, apply_list_params
+from .listing import ListError, apply_list_params, prune_columns
 from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
 from .rates import DEFAULT_INTERVAL, Sampler
 from .read_routes import GET_ROUTES
@@ -193,6 +193,8 @@ class ManagementServer:
             result = fn(ctx, **params)
             if method == "GET" and isinstance(result, list):
                 result = apply_list_params(result, query)
+            elif method == "GET" and isinstance(result, dict) and query.get("columns"):
+                result = prune_columns(result, [c for c in query["columns"].split(",") if c])
         except ApiError as exc:
             return _error(exc)
         except AuthError as exc:

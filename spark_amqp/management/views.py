@@ -115,6 +115,8 @@ def queue_view(q, sampler=None) -> dict:
             d["single_active_consumer_tag"] = q.consumers[0].tag
     if owner is None:
         d.pop("owner_pid_details")
+    if not any(getattr(q, a) for a in MESSAGE_STAT_KEYS.values()):
+        del d["message_stats"]  # RabbitMQ shows message_stats once messages flowed
     for attr in ("committed_offset", "segments"):   # stream queues, once the broker has them
         v = getattr(q, attr, None)
         if v is not None:

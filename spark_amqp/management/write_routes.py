@@ -59,7 +59,7 @@ def put_exchange(ctx: Ctx, vhost: str, name: str):
     existed = name in v.exchanges
     t = b.get("type") or "direct"
     if t not in ("direct", "fanout", "topic", "headers"):
-        raise ApiError(400, "bad_request", f"unknown exchange type '{t}'")
+        raise ApiError(400, "bad_request", f"invalid exchange type '{t}'")
     _call(v.declare_exchange, name, t, False, parse_bool(b.get("durable"), "durable", True),
           parse_bool(b.get("auto_delete"), "auto_delete"), parse_bool(b.get("internal"), "internal"), _args(b))
     return NoContent() if existed else Created()
@@ -139,8 +139,11 @@ def post_binding(ctx: Ctx, vhost: str, source: str, dkind: str, dest: str):
         raise ApiError(400, "bad_request", "routing_key must be a string")
     args = _args(b)
     _call(v.bind, src, dst, rk, args)
+    from urllib.parse import quote
+
     from .views import properties_key
-    return Created(location=f"{dest}/{properties_key(rk, args)}")
+    # RabbitMQ's Location: the destination, then the properties key percent-encoded once more
+    return Created(location=f"{dest}/{quote(properties_key(rk, args), safe='')}")
 
 
 def delete_binding(ctx: Ctx, vhost: str, source: str, dkind: str, dest: str, props: str):
