@@ -99,7 +99,7 @@ class Api:
         last = None
         while time.monotonic() < deadline:
             last = fn()
-            if last is True or (last and not isinstance(last, list)):
+            if last:
                 return last
             time.sleep(0.2)
         raise AssertionError(f"{self.kind}: {what} not seen within {timeout}s (last: {last!r})")
