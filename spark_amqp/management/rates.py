@@ -77,7 +77,9 @@ class Sampler:
         return s
 
     def sample(self) -> None:
-        """Take one sample now and schedule the next."""
+        """Take one sample now and schedule the next (replacing a pending one)."""
+        if self._timer is not None:
+            self._timer.cancel()
         self._timer = None
         now = time.monotonic()
         prev, rates, cur = self._prev, {}, {}
