@@ -34,7 +34,8 @@ def _queue_sample(q) -> dict[str, float]:
 class Sampler:
     """Samples the broker's counters every ``interval`` seconds on its loop.
 
-    ``queue_rates(q)`` / ``global_rates()`` return ``{name: msgs per second}`` for the keys
+    ``queue_rates(q)`` / ``global_rates()`` return ``{name: msgs per second}`` (rounded to
+    0.1 as RabbitMQ shows them) for the keys
     of message_stats and the queue depths (``messages``, ``messages_ready``,
     ``messages_unacknowledged``); all 0.0 before the second sample.
     """
@@ -89,12 +90,12 @@ class Sampler:
             p = prev.get(q)
             if p is not None and now > p[0]:
                 dt = now - p[0]
-                rates[q] = {k: (v - p[1].get(k, 0)) / dt for k, v in s.items()}
+                rates[q] = {k: round((v - p[1].get(k, 0)) / dt, 1) for k, v in s.items()}
         self._prev, self._rates = cur, rates
         g = self.global_sample()
         if self._gprev is not None and now > self._gprev[0]:
             dt = now - self._gprev[0]
-            self._grates = {k: (v - self._gprev[1].get(k, 0)) / dt for k, v in g.items()}
+            self._grates = {k: round((v - self._gprev[1].get(k, 0)) / dt, 1) for k, v in g.items()}
         self._gprev = (now, g)
         loop = self.broker.loop
         if not loop.is_closed():

@@ -42,7 +42,7 @@ def _details(stats: dict, rates: dict) -> dict:
     out = {}
     for k, v in stats.items():
         out[k] = v
-        out[k + "_details"] = {"rate": round(rates.get(k, 0.0), 1)}
+        out[k + "_details"] = {"rate": rates.get(k, 0.0)}
     return out
 
 

@@ -13,6 +13,7 @@ default 5 s statistics interval).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import socket
@@ -31,6 +32,7 @@ MESSAGE_STAT_KEYS = {"publish": "stat_publish", "deliver": "stat_deliver", "get"
                      "ack": "stat_ack", "redeliver": "stat_redeliver"}
 
 
+@functools.lru_cache(maxsize=1)
 def node_name() -> str:
     """``spark-amqp@<hostname>`` (RabbitMQ's ``rabbit@<hostname>``)."""
     return f"spark-amqp@{socket.gethostname()}"
@@ -57,9 +59,10 @@ def jsonable(v: Any) -> Any:
 def _details(stats: dict, rates: dict | None) -> dict:
     """message_stats: each counter and its ``<name>_details: {"rate": r}``."""
     out: dict[str, Any] = {}
+    get = (rates or {}).get
     for k, v in stats.items():
         out[k] = v
-        out[k + "_details"] = {"rate": round((rates or {}).get(k, 0.0), 1)}
+        out[k + "_details"] = {"rate": get(k, 0.0)}
     return out
 
 
@@ -91,9 +94,9 @@ def queue_view(q, sampler=None) -> dict:
         "messages": ready + unacked,
         "messages_ready": ready,
         "messages_unacknowledged": unacked,
-        "messages_details": {"rate": round(rates.get("messages", 0.0), 1)},
-        "messages_ready_details": {"rate": round(rates.get("messages_ready", 0.0), 1)},
-        "messages_unacknowledged_details": {"rate": round(rates.get("messages_unacknowledged", 0.0), 1)},
+        "messages_details": {"rate": rates.get("messages", 0.0)},
+        "messages_ready_details": {"rate": rates.get("messages_ready", 0.0)},
+        "messages_unacknowledged_details": {"rate": rates.get("messages_unacknowledged", 0.0)},
         "consumers": len(q.consumers),
         "consumer_utilisation": None,
         "consumer_capacity": 0,
