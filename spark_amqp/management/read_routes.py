@@ -13,7 +13,7 @@ import time
 
 from .. import __version__ as _our_version  # type: ignore[attr-defined]
 from ..broker.exchange import EXCHANGE_TYPES, Exchange
-from .http import NOT_FOUND, ApiError, Ctx
+from .http import NOT_FOUND, Ctx
 from .views import (binding_views, channel_name, channel_view, connection_name, connection_view,
                     consumer_view, exchange_view, node_name, queue_view)
 
@@ -322,10 +322,6 @@ def extensions(ctx: Ctx):
 def aliveness(ctx: Ctx, vhost: str):
     ctx.vhost(vhost)
     return {"status": "ok"}
-
-
-def no_content(ctx: Ctx, *args, **kw):
-    raise ApiError(404, "Object Not Found", "Not Found")
 
 
 #: (path pattern, handler); "{x}" segments are parameters, others literal

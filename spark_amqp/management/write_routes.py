@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ..broker.exchange import Exchange
 from ..broker.message import Message, route_enc
 from ..protocol.errors import AMQPError
 from ..protocol.properties import BasicProperties
