@@ -131,3 +131,22 @@ def test_cli_management_port(tmp_path):
         _, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
     assert f"management API and web page on http://127.0.0.1:{http}/" in err
+
+
+def test_management_port_in_use():
+    import socket
+
+    import pytest
+
+    from spark_amqp.broker import PortInUseError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        b = EmbeddedBroker(management=busy)
+        with pytest.raises(PortInUseError, match=f"port {busy} .* already in use.*--management-port"):
+            b.start()
+    # the AMQP listener was closed again: a new broker starts fine
+    with EmbeddedBroker(management=True) as b2:
+        assert b2.management_url.startswith("http://127.0.0.1:")
