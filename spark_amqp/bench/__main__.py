@@ -32,7 +32,7 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                ["--count", "5000", "--confirm-count", "500", "--rounds", "1"]),
     "broker": ("embedded broker vs RabbitMQ, pika as the client",
                ["--messages", "10000", "--client-messages", "20000"]),
-    "management_polling": ("embedded broker with its management API polled every 100 ms vs not",
+    "management": ("embedded broker with its management API polled every 100 ms vs not",
                            ["--messages", "5000", "--client-messages", "10000", "--rounds", "1",
                             "--cpu-seconds", "2"]),
     "consumer_layouts": ("RabbitMQ delivery rate by consumer layout",

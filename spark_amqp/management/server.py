@@ -13,7 +13,7 @@
 Handlers run on the broker's loop, so they read broker state without locks and never run
 at the same time as AMQP processing; each does O(objects listed) work and returns, so
 polling the API costs the AMQP side only the time of the requests themselves (measured by
-``spark_amqp/bench/management_polling.py``). Paths are matched on the raw (still
+``spark_amqp/bench/management.py``). Paths are matched on the raw (still
 percent-encoded) path so that the vhost ``/`` is ``%2F`` as in RabbitMQ.
 
 Source: RabbitMQ management plugin (``rabbit_mgmt_dispatcher``, ``rabbit_mgmt_util``).

@@ -1,6 +1,6 @@
 """Does polling the management API slow the embedded broker down? (issue 15)
 
-``python -m spark_amqp.bench.management_polling [--messages 100000] [--rounds 3]
+``python -m spark_amqp.bench.management [--messages 100000] [--rounds 3]
 [--interval 0.1] [--path /api/queues]``
 
 The embedded broker runs in its own process (``serve()`` with ``management_port``) and the
@@ -127,7 +127,7 @@ def polling_cpu(args, queues: int) -> tuple[float, float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m spark_amqp.bench.management_polling",
+    p = argparse.ArgumentParser(prog="python -m spark_amqp.bench.management",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--messages", type=int, default=100_000, help="messages per pika figure")
     p.add_argument("--client-messages", type=int, default=200_000, help="messages for the client figure")
