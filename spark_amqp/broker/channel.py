@@ -122,6 +122,7 @@ class Channel:
         """basic.deliver ``m`` from ``q`` to consumer ``c`` (called by Queue.dispatch)."""
         tag = self.next_tag
         self.next_tag = tag + 1
+        q.stat_deliver += 1
         if c.no_ack:
             q._forget(m)
         else:
@@ -150,6 +151,7 @@ class Channel:
         n = len(msgs)
         tag = self.next_tag
         self.next_tag = tag + n
+        q.stat_deliver += n
         if c.no_ack:
             q.forget_many(msgs)
         else:
@@ -292,6 +294,7 @@ class Channel:
         m = Message(exchange, routing_key, props_raw, body, props)
         m.enc = enc
         conn.published = True
+        self.broker.stats.received += 1
         if self.tx:
             self.tx_publishes.append((x, m, mandatory))
             return
@@ -310,6 +313,7 @@ class Channel:
         if not queues:
             if mandatory:
                 self._return(m, 312, "NO_ROUTE")
+            self.broker.stats.unroutable += 1
             ticket, rejected = 0, False
         else:
             ticket, rejected = self.broker.enqueue(queues, m)
@@ -350,6 +354,7 @@ class Channel:
                 send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
                 acked = seq
         target = pend[0][0] - 1 if pend else self.confirm_seq
+        self.broker.stats.confirmed += target - self.confirm_acked
         if target > acked:
             send(spec.Basic.Ack(delivery_tag=target, multiple=target - acked > 1))
             acked = target
@@ -583,6 +588,7 @@ class Channel:
             return
         tag = self.next_tag
         self.next_tag += 1
+        q.stat_get += 1
         if method.no_ack:
             q._forget(m)
         else:

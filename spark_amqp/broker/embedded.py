@@ -10,6 +10,10 @@ amqps listener (RabbitMQ's ``listeners.ssl.default``) next to the plain one; ``b
 ``amqps://guest:guest@127.0.0.1:<tls_port>/%2F`` - connect with ``?cacertfile=<ca.pem>`` (and
 ``certfile``/``keyfile`` for a client certificate, ``auth_mechanism=external`` for EXTERNAL).
 See :mod:`.config` and https://www.rabbitmq.com/docs/ssl.
+
+Management: ``EmbeddedBroker(management=True)`` (a free port) or ``management=15672`` also
+serves RabbitMQ's management HTTP API, ``/metrics`` and a web page on the broker's loop
+(:mod:`spark_amqp.management`); ``b.management_url`` is ``http://127.0.0.1:<port>/``.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ class EmbeddedBroker:
             config's ``[tls]`` section if any, else no TLS listener.
         tls_port: the TLS listener's TCP port; 0 (default) picks a free one (the config's
             ``[tls] port`` is for ``spark-amqp broker`` only).
+        management: ``None``/``False`` (default): no HTTP server; ``True``: the management
+            API on a free port; an int: on that port (same interface as ``host``).
 
     Attributes: ``port`` (int, after start), ``url`` (str), ``tls_port`` / ``tls_url`` (with
-    TLS), ``broker`` (the core object; only touch it from the broker thread).
+    TLS), ``management_port`` / ``management_url`` (with management), ``broker`` (the core object; only touch it from the broker thread).
 
     Raises :class:`~.server.PortInUseError` / :class:`~.server.BrokerError` from :meth:`start`,
     :class:`~.config.ConfigError` when the TLS certificate, key or CA files cannot be loaded.
@@ -47,7 +53,7 @@ class EmbeddedBroker:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, data_dir: str | Path | None = None,
                  config: BrokerConfig | str | Path | None = None, *, tls: TLSConfig | None = None,
-                 tls_port: int = 0):
+                 tls_port: int = 0, management: bool | int | None = None):
         self.host = host
         self.port = port
         self.data_dir = str(data_dir) if data_dir is not None else None
@@ -57,6 +63,8 @@ class EmbeddedBroker:
             self.config = load_config(config)
         self.tls = tls if tls is not None else self.config.tls
         self.tls_port = tls_port
+        self.management_port: int | None = (None if management is None or management is False
+                                            else 0 if management is True else int(management))
         self.broker: Broker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -91,6 +99,15 @@ class EmbeddedBroker:
                               "or a config file with a [tls] section")
         return self._uri("amqps", self.tls_port)
 
+    @property
+    def management_url(self) -> str:
+        """``http://host:port/`` of the management API and web page. Raises
+        :class:`BrokerError` when the broker is not running or was started without it."""
+        if self.broker is None or self.broker.management is None:
+            raise BrokerError("the embedded broker has no management API; pass management=True "
+                              "(or a port) and start() it")
+        return self.broker.management.url
+
     def start(self) -> "EmbeddedBroker":
         """Start the loop thread and listen; returns self once connections are accepted."""
         if self._thread is not None:
@@ -108,12 +125,19 @@ class EmbeddedBroker:
                 self.port = await self.broker.listen(self.host, self.port)
                 if self.tls is not None:
                     self.tls_port = await self.broker.listen(self.host, self.tls_port, self.tls)
+                if self.management_port is not None:
+                    from ..management import start_management
+                    host = "127.0.0.1" if self.host == "localhost" else self.host
+                    srv = await start_management(self.broker, host, self.management_port)
+                    self.management_port = srv.port
 
             try:
                 loop.run_until_complete(boot())
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 error.append(exc)
                 if self.broker is not None:
+                    if self.broker.management is not None:
+                        loop.run_until_complete(self.broker.management.stop())
                     for srv in self.broker.servers:
                         srv.close()
                     self.broker.store.close()

@@ -210,6 +210,8 @@ class Queue:
         self.ready: Any = PriorityReady(mp) if self.max_priority else deque()
         self.ready_bytes = 0
         self.unacked_count = 0
+        # message counters for the management API (see .stats)
+        self.stat_publish = self.stat_deliver = self.stat_get = self.stat_ack = self.stat_redeliver = 0
         self.consumers: list[Consumer] = []
         self.rr = 0
         self.prioritised = False
@@ -297,11 +299,13 @@ class Queue:
     def settle(self, msg: Message) -> None:
         """A delivered message was acked (or dropped): forget it for good."""
         self.unacked_count -= 1
+        self.stat_ack += 1
         self._forget(msg)
 
     def settle_many(self, msgs: list[Message]) -> None:
         """Delivered messages were acked: forget them for good."""
         self.unacked_count -= len(msgs)
+        self.stat_ack += len(msgs)
         self.forget_many(msgs)
 
     def forget_many(self, msgs: list[Message]) -> None:
@@ -360,6 +364,7 @@ class Queue:
             keep.append(m)
         if not keep:
             return
+        self.stat_redeliver += len(keep)
         if self.quorum:
             # RabbitMQ 3.10 quorum queues append returned messages at the back, in return order
             for m in keep:

@@ -36,6 +36,7 @@ from .connection import AMQPServerProtocol
 from .exchange import Exchange
 from .exposure import exposure_warnings
 from .message import Message, route_enc
+from .stats import BrokerStats
 from .store import MemoryStore, SqliteStore, StoreError
 from .vhost import VHost
 
@@ -150,6 +151,9 @@ class Broker:
         self.servers: list[asyncio.base_events.Server] = []
         self._warned: set[str] = set()  # exposure warnings already logged
         self.pending_streams: dict[int, object] = {}   # streams with messages not yet in a chunk
+        self.stats = BrokerStats()
+        #: the management HTTP server when started (spark_amqp.management), else None
+        self.management = None
         if self.data_dir:
             try:
                 self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
@@ -276,6 +280,7 @@ class Broker:
                 q.next_seq += 1
                 q.ready.append(msg)
                 q.ready_bytes += size
+                q.stat_publish += 1
                 self.mem_used += size
                 if msg.persistent and q.durable and store.durable and q.exclusive_owner is None:
                     ticket = store.add_message(q.vhost.name, q.name, msg)
@@ -304,6 +309,7 @@ class Broker:
                     continue
             m = msg if first else msg.copy()
             first = False
+            q.stat_publish += 1
             self.mem_used += size
             if m.persistent and q.durable and store.durable and q.exclusive_owner is None:
                 ticket = store.add_message(q.vhost.name, q.name, m)
@@ -494,6 +500,8 @@ class Broker:
         if self._disk_timer is not None:
             self._disk_timer.cancel()
             self._disk_timer = None
+        if self.management is not None:
+            await self.management.stop()
         for srv in self.servers:
             srv.close()
         for c in list(self.connections):
@@ -522,7 +530,8 @@ class Broker:
 
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,
           config_path: str | None = None, *, tls_port: int | None = None,
-          tls_certfile: str | None = None, tls_keyfile: str | None = None) -> None:
+          tls_certfile: str | None = None, tls_keyfile: str | None = None,
+          management_port: int | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
 
     A TLS (amqps) listener is added when the config file has a ``[tls]`` section or
@@ -557,7 +566,12 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
         try:
             bound = await broker.listen(host, port)
             tls_bound = await broker.listen(host, tls.port, tls) if tls is not None else None
+            if management_port is not None:
+                from ..management import start_management
+                await start_management(broker, "127.0.0.1" if host == "localhost" else host, management_port)
         except BaseException:
+            if broker.management is not None:
+                await broker.management.stop()
             for srv in broker.servers:
                 srv.close()
             broker.store.close()

@@ -218,6 +218,7 @@ class VHost:
             return 0
         n = 0 if q.stream else q.message_count   # RabbitMQ 3.10.8: delete-ok of a stream says 0
         q.deleted = True
+        self.broker.stats.retire(q)
         q.cancel_timers()
         self.queues.pop(q.name, None)
         for c in list(q.consumers):

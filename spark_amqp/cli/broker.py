@@ -45,11 +45,14 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
               default=None, help="PEM private key of --tls-cert (omit when the certificate file holds it).")
 @click.option("--tls-port", type=click.IntRange(0, 65535), default=None,
               help="TLS (amqps) port [default: the config's [tls] port, else 5671].")
+@click.option("--management-port", type=click.IntRange(0, 65535), default=None,
+              help="Also serve RabbitMQ's management HTTP API, /metrics and a web page on this port "
+                   "(RabbitMQ's is 15672; 0 = any free port).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
-           verbose: bool) -> None:
+           management_port: int | None, verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
     Clients connect with amqp://guest:guest@127.0.0.1:PORT/%2F unless the config says
@@ -57,6 +60,7 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
     [tls] config section) also amqps://...@HOST:TLS_PORT/%2F. Client-certificate verification
     and EXTERNAL login are set in the config file's [tls]. `broker hash-password` makes a
     password_hash for the config file's [[users]].
+    With --management-port, http://HOST:PORT/ is a web page and /api RabbitMQ's management API.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -73,7 +77,7 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
         serve(host, port, str(data_dir) if data_dir else None,
               str(config_path) if config_path else None, tls_port=tls_port,
               tls_certfile=str(tls_cert) if tls_cert else None,
-              tls_keyfile=str(tls_key) if tls_key else None)
+              tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port)
     except KeyboardInterrupt:
         pass
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError

@@ -38,6 +38,11 @@ def test_explore_notebook_runs(monkeypatch):
         if o.get("output_type") == "stream")
     assert "published 3,000 flights" in text
     assert "3,000 flights" in text and "cancelled" in text
+    # the depth read from the embedded broker's management API while the query drained it
+    depth = text.split("queue depth from the management API while the query drained it")[1]
+    rows = [line.split() for line in depth.splitlines()[1:] if line.startswith("  ")]
+    counts = [(int(r[1].replace(",", "")), int(r[2].replace(",", ""))) for r in rows]
+    assert sum(counts[0]) == 3000 and counts[-1] == (0, 0), rows
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if "image/png" in o.get("data", {})]
     assert len(images) == 2, "the delay histogram and the worst-windows chart"

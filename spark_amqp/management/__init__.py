@@ -1,0 +1,38 @@
+"""spark_amqp.management: RabbitMQ's management HTTP API, Prometheus metrics and a web page,
+served by the embedded broker on its own port.
+
+Layer: above the broker core (reads its objects, calls its declare/delete/route operations on
+its event loop), below the CLI. Start it with ``EmbeddedBroker(management=True)`` (then
+``broker.management_url``), ``spark-amqp broker --management-port 15672`` or
+:func:`start_management` on a running :class:`~spark_amqp.broker.server.Broker`'s loop.
+Needs the ``broker`` extra (``aiohttp``, ``prometheus_client``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ManagementServer", "start_management"]
+
+
+def __getattr__(name):
+    if name == "ManagementServer":
+        from .server import ManagementServer
+        return ManagementServer
+    raise AttributeError(name)
+
+
+async def start_management(broker, host: str = "127.0.0.1", port: int = 0, **kw):
+    """Start a :class:`~.server.ManagementServer` for ``broker`` on its loop (call from a
+    coroutine running there); sets ``broker.management`` and returns the server.
+
+    Raises :class:`~spark_amqp.broker.server.PortInUseError` when ``port`` is taken, and
+    ImportError naming the extra when aiohttp / prometheus_client are not installed.
+    """
+    try:
+        from .server import ManagementServer
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(f"the management API needs aiohttp and prometheus_client: "
+                          f"pip install 'spark-amqp[broker]' ({exc})") from exc
+    srv = ManagementServer(broker, host, port, **kw)
+    await srv.start()
+    broker.management = srv
+    return srv

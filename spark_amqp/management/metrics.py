@@ -1,0 +1,89 @@
+"""``GET /metrics``: Prometheus text format with RabbitMQ's metric names.
+
+Names follow the ``rabbitmq_prometheus`` plugin (RabbitMQ 3.10, aggregated mode, which is
+what its ``/metrics`` serves; per-object metrics carry ``vhost`` and ``queue`` labels as
+its ``/metrics/per-object``):
+
+- ``rabbitmq_queue_messages_ready``, ``rabbitmq_queue_messages_unacked``,
+  ``rabbitmq_queue_messages``, ``rabbitmq_queue_consumers``,
+  ``rabbitmq_queue_messages_published_total`` (per queue);
+- ``rabbitmq_connections``, ``rabbitmq_channels``, ``rabbitmq_consumers``, ``rabbitmq_queues``;
+- ``rabbitmq_global_messages_received_total``, ``..._routed_total``,
+  ``..._delivered_total``, ``..._delivered_get_total`` (basic.get),
+  ``..._acknowledged_total``, ``..._redelivered_total``, ``..._confirmed_total``,
+  ``..._unroutable_dropped_total``;
+- ``rabbitmq_process_resident_memory_bytes`` is not given (not one process's figure here);
+  ``rabbitmq_build_info`` names the broker.
+
+Exposition by the kept library ``prometheus_client`` (a custom collector read on scrape).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+__all__ = ["BrokerCollector", "render_metrics", "CONTENT_TYPE"]
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+
+
+class BrokerCollector:
+    """A prometheus_client collector reading the broker's state at scrape time (on the
+    broker's loop, where the scrape handler runs)."""
+
+    def __init__(self, broker, sampler):
+        self.broker = broker
+        self.sampler = sampler
+
+    def collect(self):
+        b = self.broker
+        from .read_routes import RABBITMQ_COMPAT_VERSION
+        info = InfoMetricFamily("rabbitmq_build", "RabbitMQ-compatible build info")
+        info.add_metric([], {"rabbitmq_version": RABBITMQ_COMPAT_VERSION, "product_name": "spark-amqp",
+                             "product_version": __import__("spark_amqp").__version__})
+        yield info
+        queues = [q for v in b.vhosts.values() for q in v.queues.values()]
+        ready = GaugeMetricFamily("rabbitmq_queue_messages_ready", "Messages ready to be delivered to consumers",
+                                  labels=["vhost", "queue"])
+        unacked = GaugeMetricFamily("rabbitmq_queue_messages_unacked",
+                                    "Messages delivered to consumers but not yet acknowledged",
+                                    labels=["vhost", "queue"])
+        total = GaugeMetricFamily("rabbitmq_queue_messages", "Sum of ready and unacknowledged messages",
+                                  labels=["vhost", "queue"])
+        cons = GaugeMetricFamily("rabbitmq_queue_consumers", "Consumers on a queue", labels=["vhost", "queue"])
+        pub = CounterMetricFamily("rabbitmq_queue_messages_published", "Messages published to a queue",
+                                  labels=["vhost", "queue"])
+        for q in queues:
+            lab = [q.vhost.name, q.name]
+            ready.add_metric(lab, len(q.ready))
+            unacked.add_metric(lab, q.unacked_count)
+            total.add_metric(lab, len(q.ready) + q.unacked_count)
+            cons.add_metric(lab, len(q.consumers))
+            pub.add_metric(lab, q.stat_publish)
+        yield from (ready, unacked, total, cons, pub)
+        conns = [c for c in b.connections if c.state == "opened"]
+        yield GaugeMetricFamily("rabbitmq_connections", "Connections currently open", value=len(conns))
+        yield GaugeMetricFamily("rabbitmq_channels", "Channels currently open",
+                                value=sum(len(c.channels) for c in conns))
+        yield GaugeMetricFamily("rabbitmq_consumers", "Consumers currently connected",
+                                value=sum(len(q.consumers) for q in queues))
+        yield GaugeMetricFamily("rabbitmq_queues", "Queues available", value=len(queues))
+        g = self.sampler.global_sample()
+        for name, doc, v in (
+            ("received", "Total number of messages received from publishers", g["received"]),
+            ("routed", "Total number of messages routed to queues", g["publish"]),
+            ("delivered", "Total number of messages delivered to consumers", g["deliver_get"]),
+            ("delivered_get", "Total number of messages fetched with basic.get", g["get"]),
+            ("acknowledged", "Total number of messages acknowledged by consumers", g["ack"]),
+            ("redelivered", "Total number of messages redelivered to consumers", g["redeliver"]),
+            ("confirmed", "Total number of messages confirmed to publishers", g["confirm"]),
+            ("unroutable_dropped", "Total number of messages published as non-mandatory into an exchange "
+                                   "and dropped as unroutable (mandatory ones included here)", g["drop_unroutable"]),
+        ):
+            yield CounterMetricFamily(f"rabbitmq_global_messages_{name}", doc, value=v)
+
+
+def render_metrics(registry: CollectorRegistry) -> bytes:
+    """The text exposition of ``registry``."""
+    return generate_latest(registry)

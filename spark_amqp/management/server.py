@@ -1,0 +1,214 @@
+"""The management HTTP server: aiohttp on the broker's own event loop.
+
+:class:`ManagementServer` serves, on its own TCP port:
+
+- ``/api/...``: RabbitMQ's management HTTP API (the subset tools use; routes in
+  :mod:`.read_routes`, :mod:`.write_routes`, :mod:`.definitions`), HTTP basic auth with
+  the broker's users (:mod:`.auth`);
+- ``/metrics``: Prometheus text format (:mod:`.metrics`; no auth, as RabbitMQ's plugin);
+- ``/``: a small web page (``static/index.html``) that uses the API;
+- ``/cli/rabbitmqadmin``: RabbitMQ's rabbitmqadmin script when one is installed on this
+  machine (``/usr/bin/rabbitmqadmin``, ``/usr/sbin/rabbitmqadmin``), as the plugin serves it.
+
+Handlers run on the broker's loop, so they read broker state without locks and never run
+at the same time as AMQP processing; each does O(objects listed) work and returns, so
+polling the API costs the AMQP side only the time of the requests themselves (measured by
+``spark_amqp/bench/management.py``). Paths are matched on the raw (still
+percent-encoded) path so that the vhost ``/`` is ``%2F`` as in RabbitMQ.
+
+Source: RabbitMQ management plugin (``rabbit_mgmt_dispatcher``, ``rabbit_mgmt_util``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from .auth import AuthError, authenticate_header
+from .definitions import DEFINITION_ROUTES
+from .http import ApiError, Ctx, auth_error
+from .listing import ListError, apply_list_params, prune_columns
+from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
+from .rates import DEFAULT_INTERVAL, Sampler
+from .read_routes import GET_ROUTES
+from .write_routes import WRITE_ROUTES, Created, NoContent
+
+__all__ = ["ManagementServer"]
+
+log = logging.getLogger("spark_amqp.management")
+
+STATIC = Path(__file__).parent / "static"
+_RABBITMQADMIN = ("/usr/bin/rabbitmqadmin", "/usr/sbin/rabbitmqadmin", "/usr/lib/rabbitmq/bin/rabbitmqadmin")
+
+
+def _compile(routes):
+    out = []
+    for method, pattern, fn in routes:
+        out.append((method, tuple(pattern.split("/")), fn))
+    return out
+
+
+_ROUTES = _compile([("GET", p, f) for p, f in GET_ROUTES] + WRITE_ROUTES + DEFINITION_ROUTES)
+
+
+def _match(segments: list[str]):
+    """(handlers by method, params) of the route matching ``segments``, or (None, None)."""
+    found: dict[str, tuple] = {}
+    for method, pat, fn in _ROUTES:
+        if len(pat) != len(segments):
+            continue
+        params = {}
+        for p, s in zip(pat, segments):
+            if p.startswith("{"):
+                params[p[1:-1]] = s
+            elif p != s:
+                break
+        else:
+            found.setdefault(method, (fn, params))
+    return found
+
+
+def _json(value, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(body=json.dumps(value).encode(), status=status, headers=headers,
+                        content_type="application/json")
+
+
+def _error(e: ApiError) -> web.Response:
+    return _json({"error": e.error, "reason": e.reason}, e.status, e.headers)
+
+
+class ManagementServer:
+    """The HTTP server of one :class:`~spark_amqp.broker.server.Broker`.
+
+    Args:
+        broker: the broker; the server runs on ``broker.loop``.
+        host: interface to listen on (default 127.0.0.1).
+        port: TCP port; 0 picks a free one (RabbitMQ's is 15672).
+        stats_interval: seconds between rate samples (RabbitMQ's default 5).
+
+    ``await start()`` listens and returns the bound port; ``await stop()`` closes it.
+    Raises :class:`~spark_amqp.broker.server.PortInUseError` when the port is taken.
+    """
+
+    def __init__(self, broker, host: str = "127.0.0.1", port: int = 0, stats_interval: float = DEFAULT_INTERVAL):
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.sampler = Sampler(broker, stats_interval)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker, self.sampler))
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        h = "127.0.0.1" if self.host in ("0.0.0.0", "", "localhost") else self.host
+        return f"http://{h}:{self.port}/"
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/api/{tail:.*}", self.handle_api)
+        app.router.add_route("*", "/api", self.handle_api)
+        app.router.add_get("/metrics", self.handle_metrics)
+        app.router.add_get("/cli/rabbitmqadmin", self.handle_rabbitmqadmin)
+        app.router.add_get("/", self.handle_index)
+        app.router.add_static("/static/", STATIC)
+        return app
+
+    async def start(self) -> int:
+        from ..broker.server import BrokerError, PortInUseError
+
+        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            if exc.errno == 98 or "in use" in str(exc):
+                raise PortInUseError(f"cannot start the management API: port {self.port} on {self.host} is "
+                                     f"already in use (RabbitMQ's management plugin?); choose another "
+                                     f"--management-port") from None
+            raise BrokerError(f"cannot start the management API on {self.host}:{self.port}: {exc}") from None
+        if self.port == 0:
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.sampler.start()
+        log.info("management API and web page on %s", self.url)
+        return self.port
+
+    async def stop(self) -> None:
+        self.sampler.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------ handlers
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "index.html")
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        body = render_metrics(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    async def handle_rabbitmqadmin(self, request: web.Request) -> web.StreamResponse:
+        for p in _RABBITMQADMIN:
+            if Path(p).is_file():
+                return web.FileResponse(p, headers={"Content-Type": "text/plain"})
+        w = shutil.which("rabbitmqadmin")
+        if w:
+            return web.FileResponse(w, headers={"Content-Type": "text/plain"})
+        return _error(ApiError(404, "Object Not Found",
+                               "rabbitmqadmin is not installed on this machine (it ships with RabbitMQ)"))
+
+    async def handle_api(self, request: web.Request) -> web.StreamResponse:
+        raw = request.raw_path.split("?", 1)[0]
+        parts = raw.split("/")[2:]          # "", "api", ...
+        if parts and parts[-1] == "":
+            parts = parts[:-1]
+        segments = [unquote(p) for p in parts]
+        try:
+            principal = authenticate_header(self.broker.config, request.headers.get("Authorization"))
+        except AuthError as exc:
+            return _error(auth_error(exc))
+        found = _match(segments)
+        if not found:
+            return _error(ApiError(404, "Object Not Found", "Not Found"))
+        method = "GET" if request.method == "HEAD" else request.method
+        if method not in found:
+            allow = sorted(set(found) | {"OPTIONS"} | ({"HEAD"} if "GET" in found else set()))
+            if method == "OPTIONS":
+                return web.Response(status=200, headers={"Allow": ", ".join(allow)})
+            return web.Response(status=405, headers={"Allow": ", ".join(allow)})
+        fn, params = found[method]
+        body = await request.read() if request.can_read_body else b""
+        query = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        ctx = Ctx(self, principal, query, body, method)
+        try:
+            result = fn(ctx, **params)
+            if method == "GET" and isinstance(result, list):
+                result = apply_list_params(result, query)
+            elif method == "GET" and isinstance(result, dict) and query.get("columns"):
+                result = prune_columns(result, [c for c in query["columns"].split(",") if c])
+        except ApiError as exc:
+            return _error(exc)
+        except AuthError as exc:
+            return _error(auth_error(exc))
+        except ListError as exc:
+            return _error(ApiError(400, exc.error, exc.reason))
+        except Exception as exc:  # a bug: answer 500 with the reason, keep serving
+            log.exception("management API %s %s failed", request.method, raw)
+            return _error(ApiError(500, "internal_server_error", f"{type(exc).__name__}: {exc}"))
+        if isinstance(result, Created):
+            return web.Response(status=201, headers={"Location": result.location} if result.location else None)
+        if isinstance(result, NoContent):
+            return web.Response(status=204)
+        if method == "GET" and request.method == "GET" and segments[:1] == ["definitions"] and \
+                query.get("download"):
+            return _json(result, headers={"Content-Disposition": f'attachment; filename="{query["download"]}"'})
+        return _json(result)
