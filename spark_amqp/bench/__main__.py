@@ -37,6 +37,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                             "--cpu-seconds", "2"]),
     "consumer_layouts": ("RabbitMQ delivery rate by consumer layout",
                          ["--messages", "20000"]),
+    "streams": ("stream queues vs classic queues, embedded broker vs RabbitMQ",
+                ["--messages", "20000", "--consumers", "1"]),
     "sink": ("amqp sink vs pika publishing loop", ["--rows", "20000", "--confirm-rows", "2000"]),
     "source": ("amqp source vs pika consuming loop",
                ["--messages", "20000", "--max-per-trigger", "10000", "--per-partition", "5000"]),
