@@ -72,6 +72,9 @@ _CONN_CLASS = 10
 #: RabbitMQ's ?CLOSING_TIMEOUT (rabbit_reader.erl): how long a closed connection's socket is
 #: left to the peer, at most; the negotiated heartbeat interval when shorter (and not 0).
 _CLOSING_TIMEOUT = 30.0
+#: RabbitMQ's ?SILENT_CLOSE_DELAY: after a framing error the socket is closed this long after
+#: connection.close, close-ok or not.
+_SILENT_CLOSE_DELAY = 3.0
 _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coalescing
 _COALESCE_DELAY = 0.001   # seconds
 _INITIAL_FRAME_MAX = 4096  # bytes of frame payload before tune-ok (RabbitMQ's initial_frame_max)
@@ -673,7 +676,10 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                   class_id=exc.class_id, method_id=exc.method_id))
         self.flush()
-        self._close_timer = self.loop.call_later(self.closing_timeout(), self._abort)
+        # A framing error (501) leaves the byte stream unparseable, so a close-ok may never be
+        # recognised: RabbitMQ's fatal_frame_error closes after ?SILENT_CLOSE_DELAY (3 s).
+        wait = _SILENT_CLOSE_DELAY if exc.reply_code == 501 else self.closing_timeout()
+        self._close_timer = self.loop.call_later(wait, self._abort)
 
     def close_by_server(self, code: int = 320, text: str = "CONNECTION_FORCED - broker shutdown") -> None:
         """Close the connection from the broker side (shutdown): 320 CONNECTION_FORCED."""
