@@ -6,7 +6,8 @@ Subcommands, one per module:
 - ``publish`` (:mod:`.publish`) publish lines / JSON lines / the NYC flights under confirms;
 - ``consume`` (:mod:`.consume`) print (and acknowledge) the messages of a queue;
 - ``depth``   (:mod:`.depth`)   how many messages a queue holds (touches none);
-- ``peek``    (:mod:`.peek`)    show the first N messages of a queue and requeue them.
+- ``peek``    (:mod:`.peek`)    show the first N messages of a queue and requeue them;
+- ``conf``    (:mod:`.conf`)    write the default configuration files to a folder.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import click
 
 from .. import __version__
 from .broker import broker
+from .conf import conf
 from .consume import consume
 from .depth import depth
 from .peek import peek
@@ -32,6 +34,7 @@ cli.add_command(publish)
 cli.add_command(consume)
 cli.add_command(depth)
 cli.add_command(peek)
+cli.add_command(conf)
 
 
 def main(argv: list[str] | None = None) -> None:
