@@ -21,11 +21,17 @@ __all__ = ["register", "EmbeddedBroker", "AmqpDataSource", "__version__"]
 def register(spark) -> None:
     """Register the ``amqp`` data source with ``spark`` (a SparkSession).
 
-    Equivalent to ``spark.dataSource.register(AmqpDataSource)``.
+    Registers :class:`~spark_amqp.spark.datasource.AmqpDataSource` behind an import guard
+    (:mod:`spark_amqp.spark.import_guard`): the same source, but a Spark Python process that
+    cannot import ``spark_amqp`` fails with an error saying what to do (``PYSPARK_PYTHON``,
+    install, ``--py-files`` + ``PYTHONPATH``) instead of a bare ``No module named``.
     """
-    from .spark.datasource import AmqpDataSource
+    import sys
 
-    spark.dataSource.register(AmqpDataSource)
+    from .spark.datasource import AmqpDataSource  # noqa: F401  (fails here if pyspark is missing)
+    from .spark.import_guard import guarded_data_source
+
+    spark.dataSource.register(guarded_data_source(sys.executable))
 
 
 def __getattr__(name: str):

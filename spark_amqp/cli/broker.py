@@ -1,7 +1,11 @@
 """``spark-amqp broker``: run the embedded AMQP 0-9-1 broker in the foreground.
 
 Calls :func:`spark_amqp.broker.server.serve` (blocking) until SIGINT/SIGTERM, logging to
-stderr. ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitMQ's
+stderr and, with ``--log-file``, to that file too (appended; RabbitMQ logs to a file by
+default, https://www.rabbitmq.com/docs/logging). The data directory (``--data-dir``, else the
+config's ``data_dir``) is logged at start, and so is its creation when it did not exist.
+Without ``--config`` the built-in defaults apply (user guest/guest, vhost ``/``, the limits
+of the ``broker.toml`` that ``spark-amqp conf`` writes). ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitMQ's
 ``listeners.ssl.default``); verification of client certificates is configured in the
 ``[tls]`` section of ``--config``. A port that is already bound, a broker that cannot start
 and a bad config file each give a one-line ``Error: ...`` and exit status 1 (as
@@ -48,11 +52,13 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
 @click.option("--management-port", type=click.IntRange(0, 65535), default=None,
               help="Also serve RabbitMQ's management HTTP API, /metrics and a web page on this port "
                    "(RabbitMQ's is 15672; 0 = any free port).")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also append the log to this file (created with its folder if missing).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
-           management_port: int | None, verbose: bool) -> None:
+           management_port: int | None, log_file: Path | None, verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
     Clients connect with amqp://guest:guest@127.0.0.1:PORT/%2F unless the config says
@@ -68,11 +74,35 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
         raise click.BadParameter(f"no such file: {config_path}", param_hint="--config")
     if tls_key is not None and tls_cert is None:
         raise click.BadParameter("--tls-key needs --tls-cert", param_hint="--tls-key")
-    from ..broker.config import ConfigError
+    from ..broker.config import ConfigError, load_config
     from ..broker.server import BrokerError, serve
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_file is not None:
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write {log_file}: {exc.strerror or exc}",
+                                     param_hint="--log-file") from exc
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=handlers,
+                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        force=True)
+    log = logging.getLogger("spark_amqp.cli.broker")
+    try:
+        effective = data_dir if data_dir is not None else load_config(
+            str(config_path) if config_path else None).data_dir
+    except ConfigError as exc:
+        raise click.ClickException(str(exc).strip().splitlines()[0]) from exc
+    if effective is not None:
+        where = Path(effective).resolve()
+        if where.exists():
+            log.info("data directory %s (durable queues and persistent messages)", where)
+        else:
+            log.info("data directory %s does not exist: creating it (durable queues and "
+                     "persistent messages go there)", where)
+    if log_file is not None:
+        log.info("logging to %s too", log_file.resolve())
     try:
         serve(host, port, str(data_dir) if data_dir else None,
               str(config_path) if config_path else None, tls_port=tls_port,

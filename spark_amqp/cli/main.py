@@ -4,7 +4,10 @@ Subcommands, one per module:
 
 - ``broker``  (:mod:`.broker`)  run the embedded AMQP 0-9-1 broker in the foreground;
 - ``publish`` (:mod:`.publish`) publish lines / JSON lines / the NYC flights under confirms;
-- ``consume`` (:mod:`.consume`) print or count the messages of a queue;
+- ``consume`` (:mod:`.consume`) print (and acknowledge) the messages of a queue;
+- ``depth``   (:mod:`.depth`)   how many messages a queue holds (touches none);
+- ``peek``    (:mod:`.peek`)    show the first N messages of a queue and requeue them;
+- ``conf``    (:mod:`.conf`)    write the default configuration files to a folder;
 - ``streams`` (:mod:`.streams`) super streams and stream offsets.
 """
 
@@ -14,7 +17,10 @@ import click
 
 from .. import __version__
 from .broker import broker
+from .conf import conf
 from .consume import consume
+from .depth import depth
+from .peek import peek
 from .publish import publish
 from .streams import streams
 
@@ -29,6 +35,9 @@ cli.add_command(broker)
 cli.add_command(publish)
 cli.add_command(consume)
 cli.add_command(streams)
+cli.add_command(depth)
+cli.add_command(peek)
+cli.add_command(conf)
 
 
 def main(argv: list[str] | None = None) -> None:

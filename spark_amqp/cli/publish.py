@@ -29,6 +29,11 @@ from .publishing import PublishStats, publish_messages
 EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
 
 
+def plural(n: int, noun: str) -> str:
+    """``"1 message"``, ``"2,500 messages"``: ``n`` with thousands separators and ``noun``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def template_fields(template: str) -> list[str]:
     """The ``{field}`` names used by a routing-key template (``[]`` for a literal key)."""
     return [f for _, f, _, _ in string.Formatter().parse(template) if f]
@@ -160,12 +165,12 @@ def publish(source, uri, exchange, routing_key, as_json, flights, limit, end_mar
         if flights:
             stats, n_flights = run_flights_publish(ch, exchange, limit, end_marker, persistent,
                                                    progress=not quiet)
-            what = f"{n_flights:,} flights" + (" + end-of-stream marker" if end_marker else "")
+            what = plural(n_flights, "flight") + (" + end-of-stream marker" if end_marker else "")
         else:
             stats = publish_messages(ch, line_messages(source, routing_key, as_json, limit),
                                      exchange, content_type=content_type, persistent=persistent,
                                      progress=not quiet)
-            what = f"{stats.confirmed:,} messages"
+            what = plural(stats.confirmed, "message")
     target = f"exchange {exchange!r}" if exchange else "the default exchange"
     click.echo(f"published {what} to {target} at {redact(uri)}: {stats.confirmed:,} confirmed, "
                f"{stats.returned:,} unroutable, {stats.seconds:.1f} s ({stats.rate:,.0f} msg/s)",

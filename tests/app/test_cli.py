@@ -161,3 +161,40 @@ def test_python_dash_m_help():
                          text=True, check=True).stdout
     for sub in ("broker", "publish", "consume"):
         assert sub in out
+
+
+def test_publish_one_message_is_singular(run, broker_url, unique, cleanup):
+    q = unique("cli-one")
+    cleanup["queues"].append(q)
+    r = run("publish", "--uri", broker_url, "--queue", q, "-q", input="only\n")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith("published 1 message to the default exchange")
+
+
+def test_consume_help_names_the_alerts_queue(run):
+    out = run("consume", "--help").stdout
+    assert "flight-delay-alerts" in out and "flight-alerts " not in out
+
+
+def test_broker_log_file_and_new_data_dir_are_logged(tmp_path):
+    """``broker --data-dir`` says when it creates the folder; ``--log-file`` gets the log."""
+    import time
+
+    pytest.importorskip("spark_amqp.broker.server")
+    data, log = tmp_path / "data" / "broker", tmp_path / "logs" / "broker.log"
+    proc = subprocess.Popen([sys.executable, "-m", "spark_amqp", "broker", "--port", "0",
+                             "--data-dir", str(data), "--log-file", str(log)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.is_file() and "ready on" in log.read_text():
+                break
+            time.sleep(0.1)
+        text = log.read_text() if log.is_file() else ""
+        assert "ready on" in text, text
+        assert f"data directory {data} does not exist: creating it" in text
+        assert data.is_dir()
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -1,0 +1,609 @@
+"""Flight delays per origin airport and carrier, per hour of event time, from an AMQP queue.
+
+The main job of spark-amqp. It reads the flights published by ``jobs/publish_flights.py``
+(or ``spark-amqp publish --flights``) from a queue with ``spark.readStream.format("amqp")``,
+parses each body with an explicit schema (``from_json``) and computes, per ``origin``,
+``carrier`` and 1-hour event-time window of ``sched_dep`` (scheduled departure, UTC):
+
+- ``flights``: number of flights; ``cancelled``: flights with no ``dep_time``;
+- ``mean_dep_delay`` and ``p90_dep_delay`` (``percentile_approx(dep_delay, 0.9)``) in
+  minutes over the flights that departed.
+
+Every micro-batch (``foreachBatch``) writes its closed windows to parquet under
+``OUTPUT/windows/batch_id=<n>/`` (overwritten if Spark replays the batch, so the output is
+idempotent) and publishes one JSON alert per window whose mean delay exceeds ``--threshold``
+minutes to the ``alerts`` topic exchange with routing key ``delay.<origin>.<carrier>``, with
+the ``amqp`` sink (message id ``delay-<origin>-<carrier>-<yyyyMMddTHHmm>``, so the
+duplicates of a replayed batch can be dropped). Per-batch progress (input rows, rows/s, watermark) is logged from a
+``StreamingQueryListener``.
+
+Event time, the watermark and complete results
+----------------------------------------------
+The aggregation runs in **append** mode with ``withWatermark("sched_dep", --watermark)``:
+a window is emitted exactly once, when the watermark (max event time seen - delay) passes
+its end, with its final counts. That is what makes the parquet output and the alerts right
+(no alert for a half-filled window, no retraction needed). Flights arrive in event-time order
+within the queue, so a small delay suffices; later flights are dropped as late data.
+
+On an unbounded stream the last windows close when newer flights arrive. The flights data
+set is bounded: after the last flight, ``flights.end-of-stream`` (an end-of-stream marker
+with an event time one day after the last flight) moves the watermark past every window, and
+Spark's no-data micro-batch (``spark.sql.streaming.noDataMicroBatches.enabled``, default true,
+also run under ``Trigger.AvailableNow``) emits them. The marker is kept in the aggregation
+input on purpose - filtering it out before the aggregate would let Spark push the filter below
+the watermark operator, so the watermark would never see it - and dropped from the output (its
+group has no origin). Without a marker (e.g. a live feed) the last ``--watermark`` of windows
+stays open, as in any append-mode streaming aggregation.
+
+(Update mode would show the last windows without a marker, but emits every window many times
+with partial values: fine for dashboards, wrong for alerts. Complete mode rewrites all ~100k
+windows every batch.)
+
+Run it
+------
+``python -m spark_amqp.jobs.flight_delays --demo`` from any folder (in a checkout also
+``python jobs/flight_delays.py --demo``, what ``make demo`` runs): starts the embedded broker,
+declares the topology, publishes the flights, runs the job with ``Trigger.AvailableNow`` until
+every message is consumed, prints a summary and exits 0 if messages published = consumed =
+flights in the windows. ``--uri amqp://...`` uses any RabbitMQ instead; ``--limit N`` sends
+fewer flights. Without ``--demo`` it only runs the job against an existing queue (e.g. with
+``spark-submit --properties-file conf/spark-defaults.conf jobs/flight_delays.py --uri ...``),
+until the queue is drained (``--trigger available-now``, default) or forever
+(``--trigger continuous``: a processing-time trigger of ``--interval`` seconds). In every
+mode the alerts exchange and the ``--alerts-queue`` bound to it with ``delay.#`` are declared
+first (never purged outside ``--demo``), so the alerts wait in that queue instead of being
+dropped by an exchange with nothing bound; ``--alerts-queue ''`` declares no queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The package's default configuration files (``spark-amqp conf`` writes copies to edit).
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # = spark_amqp.cli.conf.default_conf_dir()
+
+log = logging.getLogger("flight_delays")
+
+DEFAULT_QUEUE = "flight-delays"
+DEFAULT_ALERTS_QUEUE = "flight-delay-alerts"
+FLIGHTS_EXCHANGE = "flights"
+ALERTS_EXCHANGE = "alerts"
+
+#: The JSON of one flight message (see spark_amqp.cli.flights); ``event`` is set only on the
+#: end-of-stream marker. Explicit, so malformed fields become null instead of changing types.
+FLIGHT_SCHEMA_DDL = (
+    "year INT, month INT, day INT, dep_time INT, sched_dep_time INT, dep_delay DOUBLE, "
+    "arr_time INT, sched_arr_time INT, arr_delay DOUBLE, carrier STRING, flight INT, "
+    "tailnum STRING, origin STRING, dest STRING, air_time DOUBLE, distance DOUBLE, hour INT, "
+    "minute INT, time_hour STRING, sched_dep TIMESTAMP, event STRING")
+
+#: Columns of the result (parquet and the summary), in order.
+RESULT_COLUMNS = ("origin", "carrier", "window_start", "window_end", "flights", "cancelled",
+                  "mean_dep_delay", "p90_dep_delay")
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark session
+# ---------------------------------------------------------------------------------------------
+
+def read_spark_defaults(path: Path) -> dict[str, str]:
+    """Parse a ``spark-defaults.conf`` (``key whitespace value`` lines, ``#`` comments)."""
+    conf: dict[str, str] = {}
+    if not path.is_file():
+        return conf
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition(" ")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def build_spark(app_name: str = "flight-delays", master: str | None = None):
+    """Get or create the SparkSession with the ``amqp`` data source registered.
+
+    Under ``spark-submit`` (a JVM gateway already exists) the submit-time configuration is
+    used as is. Under plain ``python``, the package's ``conf/spark-defaults.conf`` is applied
+    and its ``conf/log4j2.properties`` keeps Spark's logs to warnings (:data:`CONF_DIR`).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import spark_amqp
+
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python, not spark-submit
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        conf = read_spark_defaults(CONF_DIR / "spark-defaults.conf")
+        log4j = f"-Dlog4j.configurationFile=file:{CONF_DIR / 'log4j2.properties'}"
+        conf["spark.driver.extraJavaOptions"] = log4j
+        conf["spark.executor.extraJavaOptions"] = log4j
+        conf.setdefault("spark.sql.streaming.numRecentProgressUpdates", "1000")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        if master:
+            builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark_amqp.register(spark)
+    return spark
+
+
+# ---------------------------------------------------------------------------------------------
+# The query
+# ---------------------------------------------------------------------------------------------
+
+def window_aggregates(messages, watermark: str = "30 minutes"):
+    """Streaming (or batch) DataFrame of per origin/carrier/hour aggregates from ``messages``.
+
+    ``messages``: rows of the ``amqp`` source (a ``body`` binary column of flight JSON).
+    Returns the columns of :data:`RESULT_COLUMNS` (the marker's group has ``origin`` null;
+    :func:`result_rows` drops it).
+    """
+    from pyspark.sql import functions as F
+
+    flights = (messages
+               .select(F.from_json(F.col("body").cast("string"), FLIGHT_SCHEMA_DDL,
+                                   {"mode": "PERMISSIVE"}).alias("f"))
+               .select("f.*")
+               .where(F.col("sched_dep").isNotNull())
+               .withWatermark("sched_dep", watermark))
+    return (flights
+            .groupBy("origin", "carrier", F.window("sched_dep", "1 hour"))
+            .agg(F.count(F.lit(1)).alias("flights"),
+                 F.count(F.when(F.col("dep_time").isNull(), 1)).alias("cancelled"),
+                 F.avg("dep_delay").alias("mean_dep_delay"),
+                 F.percentile_approx("dep_delay", 0.9).cast("double").alias("p90_dep_delay"))
+            .select("origin", "carrier", F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"), "flights", "cancelled",
+                    "mean_dep_delay", "p90_dep_delay"))
+
+
+def result_rows(df):
+    """Drop the end-of-stream marker's group (no origin) from an aggregate DataFrame."""
+    from pyspark.sql import functions as F
+
+    return df.where(F.col("origin").isNotNull() & F.col("carrier").isNotNull())
+
+
+def alert_messages(windows, threshold: float):
+    """Rows for the ``amqp`` sink: one JSON alert per window with mean delay > ``threshold``.
+
+    Columns ``routing_key`` (``delay.<origin>.<carrier>``), ``body`` (JSON string),
+    ``content_type``, ``type`` (``delay-alert``) and ``message_id``
+    (``delay-<origin>-<carrier>-<window start>``): one id per window, so a consumer can drop
+    the duplicates a replayed micro-batch publishes (the sink is at-least-once).
+    """
+    from pyspark.sql import functions as F
+
+    return (windows.where(F.col("mean_dep_delay") > F.lit(threshold))
+            .select(F.concat(F.lit("delay."), "origin", F.lit("."), "carrier").alias("routing_key"),
+                    F.to_json(F.struct(
+                        "origin", "carrier",
+                        F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                        F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+                        "flights", "cancelled",
+                        F.round("mean_dep_delay", 1).alias("mean_dep_delay"),
+                        "p90_dep_delay", F.lit(threshold).alias("threshold"))).alias("body"),
+                    F.lit("application/json").alias("content_type"),
+                    F.lit("delay-alert").alias("type"),
+                    F.concat_ws("-", F.lit("delay"), "origin", "carrier",
+                                F.date_format("window_start", "yyyyMMdd'T'HHmm")).alias("message_id")))
+
+
+@dataclass
+class JobResult:
+    """What :func:`run_job` did: rows consumed (sum of ``numInputRows`` over all batches),
+    batches, alerts published, result windows written, wall seconds, output directory."""
+
+    consumed: int = 0
+    batches: int = 0
+    alerts: int = 0
+    windows: int = 0
+    seconds: float = 0.0
+    output: str = ""
+    progress: list = field(default_factory=list)
+
+
+def _progress_listener():
+    """A StreamingQueryListener that logs input rows, rows/s and the watermark per batch.
+
+    Its ``terminated`` event is set once Spark's listener bus has delivered the query's
+    termination: remove the listener only after that, or the bus may call into a Python
+    process that is gone (a py4j "Connection reset" error at exit).
+    """
+    import threading
+
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressLogger(StreamingQueryListener):
+        terminated = threading.Event()
+
+        def onQueryStarted(self, event):
+            log.info("query started (id %s)", event.id)
+
+        def onQueryProgress(self, event):
+            p = event.progress
+            if p.numInputRows == 0 and not log.isEnabledFor(logging.DEBUG):
+                return
+            wm = (p.eventTime or {}).get("watermark", "-")
+            log.info("batch %d: %s rows in, %s rows/s in, %s rows/s processed, %.1f s, "
+                     "watermark %s", p.batchId, f"{p.numInputRows:,}",
+                     f"{p.inputRowsPerSecond:,.0f}", f"{p.processedRowsPerSecond:,.0f}",
+                     p.batchDuration / 1000.0, wm)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            log.info("query terminated%s", f": {event.exception}" if event.exception else "")
+            self.terminated.set()
+
+    return ProgressLogger()
+
+
+def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flight_delays",
+            checkpoint: str | None = None, threshold: float = 60.0,
+            alerts_exchange: str = ALERTS_EXCHANGE, watermark: str = "30 minutes",
+            trigger: str = "available-now", interval: float = 5.0,
+            max_per_trigger: int | None = 50_000, idle_timeout: float = 5.0,
+            stop_after_flights: int | None = None) -> JobResult:
+    """Run the streaming query (see the module docstring) and return a :class:`JobResult`.
+
+    ``trigger``: ``available-now`` (process what the queue holds, then stop) or ``continuous``
+    (a processing-time trigger every ``interval`` seconds, until interrupted, or until the
+    windows hold ``stop_after_flights`` flights). ``max_per_trigger`` caps rows per
+    micro-batch (the source's ``maxMessagesPerTrigger``). ``checkpoint`` defaults to
+    ``OUTPUT/_checkpoint``. Raises ``pyspark.errors.StreamingQueryException`` if the query fails.
+    """
+    output = str(Path(output).resolve())
+    checkpoint = checkpoint or str(Path(output) / "_checkpoint")
+    result = JobResult(output=output)
+
+    reader = (spark.readStream.format("amqp").option("uri", uri).option("queue", queue)
+              .option("availableNowIdleTimeout", str(idle_timeout)))
+    if max_per_trigger:
+        reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
+    windows = window_aggregates(reader.load(), watermark)
+
+    def write_batch(batch_df, batch_id: int) -> None:
+        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
+        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
+        # batch's messages to the executors again (they travel inside the source partitions).
+        path = f"{output}/windows/batch_id={batch_id}"
+        result_rows(batch_df).write.mode("overwrite").parquet(path)
+        written = batch_df.sparkSession.read.parquet(path)
+        n = written.count()
+        if not n:
+            return
+        alerts = alert_messages(written, threshold).cache()
+        n_alerts = alerts.count()
+        if n_alerts:
+            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
+             .option("declareExchange", "true").option("exchangeType", "topic")
+             .mode("append").save())
+        alerts.unpersist()
+        result.alerts += n_alerts
+        result.windows += n
+        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
+                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
+
+    listener = _progress_listener()
+    spark.streams.addListener(listener)
+    writer = (windows.writeStream.queryName("flight_delays").outputMode("append")
+              .foreachBatch(write_batch).option("checkpointLocation", checkpoint))
+    if trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{interval} seconds")
+    started = time.monotonic()
+    query = writer.start()
+    try:
+        if trigger == "available-now":
+            query.awaitTermination()
+        else:
+            stop = _stop_on_signals()
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(1.0)
+                if (stop_after_flights is not None
+                        and _flights_written(spark, output) >= stop_after_flights):
+                    break
+            if stop.is_set():
+                log.info("interrupted: stopping the query after the running micro-batch "
+                         "(messages not yet acknowledged go back to the queue)")
+                deadline = time.monotonic() + 120  # let the running batch finish, if it can
+                while (query.isActive and query.status.get("isTriggerActive")
+                       and time.monotonic() < deadline):
+                    time.sleep(0.2)
+    finally:
+        if query.isActive:
+            query.stop()
+        listener.terminated.wait(30)
+        spark.streams.removeListener(listener)
+    result.seconds = time.monotonic() - started
+    seen = {}
+    for p in query.recentProgress:
+        seen[p.batchId] = p.numInputRows
+    result.consumed = sum(seen.values())
+    result.batches = len(seen)
+    result.progress = [query.recentProgress[i].json for i in range(len(query.recentProgress))]
+    if query.exception() is not None:
+        raise query.exception()
+    return result
+
+
+def _stop_on_signals():
+    """A ``threading.Event`` set by SIGINT/SIGTERM (instead of a KeyboardInterrupt that could
+    land inside a py4j call), so the query is stopped cleanly between calls."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():  # a second Ctrl-C: give up
+            raise KeyboardInterrupt
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return stop
+
+
+def _flights_written(spark, output: str) -> int:
+    path = Path(output) / "windows"
+    if not path.is_dir():
+        return 0
+    return int(spark.read.parquet(str(path)).groupBy().sum("flights").first()[0] or 0)
+
+
+def read_results(spark, output: str):
+    """The job's result windows (all batches) as a DataFrame with :data:`RESULT_COLUMNS`."""
+    return spark.read.parquet(str(Path(output) / "windows")).select(*RESULT_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Demo: broker + topology + publisher + job + summary
+# ---------------------------------------------------------------------------------------------
+
+def declare_topology(uri: str, queue: str, alerts_queue: str, purge: bool,
+                     flights_exchange: str = FLIGHTS_EXCHANGE,
+                     alerts_exchange: str = ALERTS_EXCHANGE) -> None:
+    """Declare the flights and alerts topic exchanges and the two queues bound to them.
+
+    ``flights.#`` → ``queue``; ``delay.#`` → ``alerts_queue``. With ``purge`` the queues are
+    emptied first (a demo run starts from scratch).
+    """
+    from spark_amqp.client import connect
+
+    with connect(uri) as conn:
+        ch = conn.channel()
+        ch.exchange_declare(flights_exchange, exchange_type="topic", durable=True)
+        ch.exchange_declare(alerts_exchange, exchange_type="topic", durable=True)
+        for q, ex, key in ((queue, flights_exchange, "flights.#"),
+                           (alerts_queue, alerts_exchange, "delay.#")):
+            ch.queue_declare(q, durable=True)
+            ch.queue_bind(q, ex, routing_key=key)
+            if purge:
+                ch.queue_purge(q)
+
+
+def declare_alerts(uri: str, alerts_queue: str, alerts_exchange: str = ALERTS_EXCHANGE) -> None:
+    """Declare the alerts topic exchange and, unless ``alerts_queue`` is ``""``, that durable
+    queue bound to it with ``delay.#`` (nothing purged). Idempotent; run by every mode, so the
+    job's alerts are never published to an exchange with nothing bound (RabbitMQ drops such
+    messages: "Publishers", unroutable messages)."""
+    from spark_amqp.client import connect
+
+    with connect(uri) as conn:
+        ch = conn.channel()
+        ch.exchange_declare(alerts_exchange, exchange_type="topic", durable=True)
+        if alerts_queue:
+            ch.queue_declare(alerts_queue, durable=True)
+            ch.queue_bind(alerts_queue, alerts_exchange, routing_key="delay.#")
+
+
+def queue_depth(uri: str, queue: str) -> int:
+    """Messages ready in ``queue`` (passive ``queue.declare``'s message-count)."""
+    from spark_amqp.client import connect
+
+    with connect(uri) as conn:
+        return conn.channel().queue_declare(queue, passive=True).message_count
+
+
+def print_summary(spark, result: JobResult, published: int, flights: int, alerts_depth: int,
+                  left_in_queue: int, threshold: float, alerts_exchange: str = ALERTS_EXCHANGE,
+                  alerts_queue: str = DEFAULT_ALERTS_QUEUE, out=sys.stdout) -> bool:
+    """Print totals, the worst windows and the consistency checks; True if all checks hold."""
+    from pyspark.sql import functions as F
+
+    res = read_results(spark, result.output)
+    tot = res.agg(F.count(F.lit(1)).alias("windows"), F.sum("flights").alias("flights"),
+                  F.sum("cancelled").alias("cancelled"),
+                  (F.sum(F.col("mean_dep_delay") * (F.col("flights") - F.col("cancelled")))
+                   / F.sum(F.col("flights") - F.col("cancelled"))).alias("mean")).first()
+    in_windows = int(tot["flights"] or 0)
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p()
+    p("=" * 78)
+    p(f"flight delays: {in_windows:,} flights in {tot['windows']:,} windows "
+      f"(origin x carrier x hour), {int(tot['cancelled'] or 0):,} cancelled, "
+      f"mean departure delay {tot['mean'] or 0:.1f} min")
+    p(f"job: {result.batches} micro-batches, {result.consumed:,} messages in "
+      f"{result.seconds:.1f} s ({result.consumed / max(result.seconds, 1e-9):,.0f} msg/s); "
+      f"results in {result.output}/windows")
+    p(f"alerts (mean delay > {threshold:g} min): {result.alerts:,} published to exchange "
+      f"'{alerts_exchange}', {alerts_depth:,} waiting in queue '{alerts_queue}'")
+    p()
+    p("worst windows (at least 5 flights):")
+    worst = (res.where(F.col("flights") >= 5).orderBy(F.desc("mean_dep_delay")).limit(10)
+             .toPandas())
+    if len(worst):
+        worst["window_start"] = worst["window_start"].dt.strftime("%Y-%m-%d %H:%M")
+        worst = worst.drop(columns=["window_end"]).rename(
+            columns={"window_start": "hour (UTC)", "mean_dep_delay": "mean delay",
+                     "p90_dep_delay": "p90 delay"})
+        p(worst.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    p()
+    checks = [
+        (f"messages published = consumed: {published:,} = {result.consumed:,}",
+         published == result.consumed),
+        (f"flights published = flights in the windows: {flights:,} = {in_windows:,}",
+         flights == in_windows),
+        (f"messages left in the queue: {left_in_queue:,}", left_in_queue == 0),
+    ]
+    for text, ok in checks:
+        p(f"  [{'ok' if ok else 'FAIL'}] {text}")
+    p("=" * 78)
+    return all(ok for _, ok in checks)
+
+
+def demo(args) -> int:
+    """Broker (embedded unless ``--uri``) → topology → publish → job → summary. Exit status."""
+    from spark_amqp.cli.publish import run_flights_publish
+    from spark_amqp.client import connect
+
+    broker = None
+    spark = None
+    uri = args.uri
+    if uri is None:
+        from spark_amqp import EmbeddedBroker
+
+        broker = EmbeddedBroker(host="127.0.0.1", port=0)
+        broker.start()
+        uri = broker.url
+        log.info("embedded broker listening at %s", uri)
+    tmp = None
+    output = args.output
+    if output is None:
+        tmp = tempfile.mkdtemp(prefix="flight-delays-")
+        output = tmp
+    else:
+        shutil.rmtree(output, ignore_errors=True)  # a demo starts from scratch
+    try:
+        declare_topology(uri, args.queue, args.alerts_queue, purge=True,
+                         flights_exchange=args.exchange, alerts_exchange=args.alerts_exchange)
+        with connect(uri) as conn:
+            stats, flights = run_flights_publish(conn.channel(), args.exchange, args.limit,
+                                                 end_of_stream=True,
+                                                 progress=not args.no_progress)
+        log.info("published %s flights + end-of-stream marker in %.1f s (%s msg/s), %d unroutable",
+                 f"{flights:,}", stats.seconds, f"{stats.rate:,.0f}", stats.returned)
+        if stats.returned:
+            log.error("%d messages were unroutable", stats.returned)
+            return 1
+        spark = build_spark(master=args.master)
+        result = run_job(spark, uri, args.queue, output, None, args.threshold,
+                         args.alerts_exchange, args.watermark, "available-now", args.interval,
+                         args.max_per_trigger, args.idle_timeout)
+        write_json_result(args.json_result, result)
+        ok = print_summary(spark, result, stats.routed, flights,
+                           queue_depth(uri, args.alerts_queue), queue_depth(uri, args.queue),
+                           args.threshold, args.alerts_exchange, args.alerts_queue)
+        return 0 if ok else 1
+    finally:
+        if spark is not None:
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+        if tmp is not None and not args.keep_output:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json_result(path: str | None, result: JobResult) -> None:
+    """Write ``result`` (without the progress list) as JSON to ``path`` (if given)."""
+    if path:
+        d = dict(result.__dict__)
+        d.pop("progress")
+        Path(path).write_text(json.dumps(d))
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m spark_amqp.jobs.flight_delays",
+        description="Per origin/carrier/hour flight delays from an AMQP queue with Spark "
+                    "(see the module docstring).")
+    p.add_argument("--demo", action="store_true",
+                   help="start the embedded broker (unless --uri), publish the flights, run the "
+                        "job until drained, print a summary")
+    p.add_argument("--uri", default=None,
+                   help="AMQP URI of the broker (default: embedded broker with --demo, else "
+                        "$SPARK_AMQP_URI or amqp://guest:guest@127.0.0.1:5672/%%2F)")
+    p.add_argument("--queue", default=DEFAULT_QUEUE, help="queue of flight messages [%(default)s]")
+    p.add_argument("--exchange", default=FLIGHTS_EXCHANGE,
+                   help="--demo: topic exchange the flights are published to [%(default)s]")
+    p.add_argument("--alerts-exchange", default=ALERTS_EXCHANGE,
+                   help="topic exchange for the delay alerts [%(default)s]")
+    p.add_argument("--alerts-queue", default=DEFAULT_ALERTS_QUEUE,
+                   help="queue declared and bound to the alerts exchange with delay.# "
+                        "('' = none) [%(default)s]")
+    p.add_argument("--limit", type=int, default=None,
+                   help="--demo: publish only the first N flights in event-time order")
+    p.add_argument("--output", default=None,
+                   help="output directory (parquet under OUTPUT/windows, checkpoint under "
+                        "OUTPUT/_checkpoint) [--demo: a temporary directory; else out/flight_delays]")
+    p.add_argument("--checkpoint", default=None, help="checkpoint location [OUTPUT/_checkpoint]")
+    p.add_argument("--threshold", type=float, default=60.0,
+                   help="alert when a window's mean departure delay exceeds this many minutes "
+                        "[%(default)s]")
+    p.add_argument("--watermark", default="30 minutes",
+                   help="watermark delay on sched_dep [%(default)s]")
+    p.add_argument("--trigger", choices=("available-now", "continuous"), default="available-now",
+                   help="available-now: drain the queue then stop; continuous: run until Ctrl-C")
+    p.add_argument("--interval", type=float, default=5.0,
+                   help="seconds between micro-batches with --trigger continuous [%(default)s]")
+    p.add_argument("--max-per-trigger", type=int, default=50_000,
+                   help="max messages per micro-batch (0 = no cap) [%(default)s]")
+    p.add_argument("--idle-timeout", type=float, default=5.0,
+                   help="available-now: seconds to wait for snapshotted messages [%(default)s]")
+    p.add_argument("--master", default=None, help="Spark master (plain python only) "
+                   "[from the package's conf/spark-defaults.conf: local[2]]")
+    p.add_argument("--keep-output", action="store_true",
+                   help="--demo: keep the temporary output directory")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar while publishing")
+    p.add_argument("--json-result", default=None,
+                   help="write the JobResult (consumed, batches, alerts, windows, ...) as JSON here")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if not args.verbose:  # the embedded broker logs every connection at INFO
+        logging.getLogger("spark_amqp").setLevel(logging.WARNING)
+    if args.demo:
+        return demo(args)
+    uri = args.uri or os.environ.get("SPARK_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
+    declare_alerts(uri, args.alerts_queue, args.alerts_exchange)
+    spark = build_spark(master=args.master)
+    result = run_job(spark, uri, args.queue, args.output or "out/flight_delays", args.checkpoint,
+                     args.threshold, args.alerts_exchange, args.watermark, args.trigger,
+                     args.interval, args.max_per_trigger, args.idle_timeout)
+    log.info("done: %s messages in %d batches, %s windows, %s alerts, %.1f s",
+             f"{result.consumed:,}", result.batches, f"{result.windows:,}",
+             f"{result.alerts:,}", result.seconds)
+    if args.alerts_queue:
+        log.info("alerts: %s published to exchange %r; %s waiting in queue %r "
+                 "(spark-amqp consume %s -n 10 --format json)", f"{result.alerts:,}",
+                 args.alerts_exchange, f"{queue_depth(uri, args.alerts_queue):,}",
+                 args.alerts_queue, args.alerts_queue)
+    write_json_result(args.json_result, result)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

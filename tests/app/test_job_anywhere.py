@@ -1,0 +1,91 @@
+"""The job and the configuration files work from any folder; the job's alerts queue exists in
+every mode (not only ``--demo``). No Spark here: the job's Spark part is stubbed out."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spark_amqp.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_conf_writes_the_defaults_and_keeps_edits(tmp_path):
+    from spark_amqp.broker.config import load_config
+
+    runner = CliRunner()
+    folder = tmp_path / "conf"
+    r = runner.invoke(cli, ["conf", str(folder)])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "broker.toml", "log4j2.properties", "spark-defaults.conf"]
+    # the shipped broker.toml says what `spark-amqp broker` without --config does
+    assert load_config(folder / "broker.toml") == load_config(None)
+    log4j = f"-Dlog4j.configurationFile={folder.resolve() / 'log4j2.properties'}"
+    assert log4j in (folder / "spark-defaults.conf").read_text()
+    (folder / "broker.toml").write_text("# mine\n")
+    r = runner.invoke(cli, ["conf", str(folder)])
+    assert r.exit_code == 1 and "exists" in r.stderr and "--force" in r.stderr
+    assert (folder / "broker.toml").read_text() == "# mine\n"
+    assert runner.invoke(cli, ["conf", str(folder), "--force"]).exit_code == 0
+    assert load_config(folder / "broker.toml") == load_config(None)
+
+
+def test_repository_conf_is_the_package_conf():
+    from spark_amqp.cli.conf import CONF_FILES, default_conf_dir
+
+    for name in CONF_FILES:
+        assert (ROOT / "conf" / name).read_bytes() == (default_conf_dir() / name).read_bytes()
+
+
+@pytest.mark.parametrize("how", ["module", "checkout-script"])
+def test_job_runs_from_another_folder(tmp_path, how):
+    cmd = ([sys.executable, "-m", "spark_amqp.jobs.flight_delays", "--help"] if how == "module"
+           else [sys.executable, str(ROOT / "jobs" / "flight_delays.py"), "--help"])
+    r = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--alerts-queue" in r.stdout
+
+
+def test_job_declares_and_binds_its_alerts_queue_outside_demo(broker_url, unique, monkeypatch):
+    """Without --demo the job declares the alerts exchange and queue before Spark starts, so
+    an alert is routed to the queue, not dropped (312 NO_ROUTE)."""
+    from spark_amqp.client import connect
+    from spark_amqp.jobs import flight_delays as job
+
+    class SparkNotNeeded(Exception):
+        pass
+
+    def no_spark(*a, **k):
+        raise SparkNotNeeded
+
+    monkeypatch.setattr(job, "build_spark", no_spark)
+    import logging
+
+    for name in ("spark_amqp", "py4j"):  # main() sets their levels: restore them afterwards
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.getLogger(name).level)
+    ex, q = unique("alerts-ex"), unique("alerts")
+    try:
+        with pytest.raises(SparkNotNeeded):
+            job.main(["--uri", broker_url, "--alerts-exchange", ex, "--alerts-queue", q])
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            ch.confirm_select()
+            ch.basic_publish(b"{}", ex, "delay.JFK.AA", mandatory=True)
+            result = ch.wait_for_confirms()
+            assert not list(getattr(result, "returned", None) or [])
+            assert job.queue_depth(broker_url, q) == 1
+            # a second run declares again without purging
+            with pytest.raises(SparkNotNeeded):
+                job.main(["--uri", broker_url, "--alerts-exchange", ex, "--alerts-queue", q])
+            assert job.queue_depth(broker_url, q) == 1
+    finally:
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            ch.queue_delete(q)
+            ch.exchange_delete(ex)
