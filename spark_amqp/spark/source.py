@@ -499,8 +499,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Slice the deliveries planned in ``(start, end]`` into :class:`AmqpInputPartition`s.
 
         A range of an earlier session yields ``[]`` (logged): those deliveries were never acked
-        and the broker redelivers them. Queues with more than ``maxMessagesPerPartition``
-        messages in the range are split into several partitions.
+        and the broker redelivers them. A queue's range with more than
+        ``maxMessagesPerPartition`` messages or ``maxBytesPerPartition`` bytes is split into
+        several partitions (each at least one message).
         """
         s_off = SourceOffset.from_dict(start)
         e_off = SourceOffset.from_dict(end)
