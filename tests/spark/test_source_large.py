@@ -17,7 +17,8 @@ import pytest
 from spark_amqp.bench.memory import QueryMemory
 from spark_amqp.client import connect
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# a loaded 2-core machine (load average 15+) needs minutes for these; ~30-45 s when quiet
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 MiB = 1024 * 1024
 
@@ -48,11 +49,15 @@ def _fill(url: str, queue: str, n: int, size: int) -> None:
 def _drain_with_defaults(spark, url, queue, n, size, tmp_path, capsys):
     ids: list[bytes] = []
     sizes: set[int] = set()
+    batches: list[int] = []  # rows per batch with rows
 
     def collect(df, batch_id):
-        for r in df.selectExpr("substring(body, 1, 8) AS id", "length(body) AS n").collect():
+        rows = df.selectExpr("substring(body, 1, 8) AS id", "length(body) AS n").collect()
+        for r in rows:
             ids.append(bytes(r.id))
             sizes.add(r.n)
+        if rows:
+            batches.append(len(rows))
 
     df = spark.readStream.format("amqp").option("uri", url).option("queue", queue).load()
     t0 = time.monotonic()
@@ -62,7 +67,6 @@ def _drain_with_defaults(spark, url, queue, n, size, tmp_path, capsys):
         assert q.awaitTermination(600), "the AvailableNow query did not finish"
     took = time.monotonic() - t0
     assert q.exception() is None, q.exception()
-    batches = [p for p in q.recentProgress if p["numInputRows"]]
     assert len(ids) == n, f"{len(ids)} rows for {n} messages"
     assert sorted(ids) == [b"%08d" % i for i in range(n)], "a message is missing or repeated"
     assert sizes == {size}
@@ -83,8 +87,7 @@ def test_one_gib_of_256_kib_messages_with_defaults(spark, big_broker, unique, tm
         figures, batches = _drain_with_defaults(spark, big_broker.url, q, n, size, tmp_path,
                                                 capsys)
         # maxBytesPerTrigger (16 MiB) cut the batches: ~64 messages each, never more
-        assert max(p["numInputRows"] for p in batches) <= 16 * MiB // size
-        assert len(batches) >= n * size // (16 * MiB)
+        assert max(batches) == 16 * MiB // size
     finally:
         with connect(big_broker.url) as conn:
             conn.channel().queue_delete(q)
@@ -97,7 +100,7 @@ def test_200_messages_of_8_mib_with_defaults(spark, big_broker, unique, tmp_path
     try:
         figures, batches = _drain_with_defaults(spark, big_broker.url, q, n, size, tmp_path,
                                                 capsys)
-        assert max(p["numInputRows"] for p in batches) <= 2
+        assert max(batches) == 2
     finally:
         with connect(big_broker.url) as conn:
             conn.channel().queue_delete(q)
