@@ -735,3 +735,16 @@ def test_unplanned_bytes_feed_the_read_limit():
     assert extra() == 3 * (1000 + DECODED_OVERHEAD) + 3 * (500 + DECODED_OVERHEAD)
     r.latestOffset(e, ReadMaxRows(100))
     assert extra() == 0
+
+
+def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
+    # the framing allowance (1/1024 of the limit): two bodies of half the limit are one batch
+    broker = FakeBroker(["a"])
+    for i in range(4):
+        broker.publish("a", bytes([i]) * (512 * 1024))
+    r, _ = _byte_reader(broker, maxBytesPerTrigger=str(1 << 20),
+                        maxBytesPerPartition=str(512 * 1024))
+    s = r.initialOffset()
+    e = r.latestOffset(s, r.getDefaultReadLimit())
+    assert SourceOffset.from_dict(e).get("a") == 2
+    assert [(p.data.start, p.data.n) for p in r.partitions(s, e)] == [(0, 1), (1, 1)]
