@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..protocol import BasicProperties, encode_message, encode_method, spec
 from ..protocol.connection import error_from_close
 from ..protocol.errors import AMQPError, error_for_code
+from ..protocol.raw_deliveries import RawDeliveries
 from .errors import (ChannelClosed, ConfirmTimeout, ConnectionClosed, ConnectionLost,
                      PublishNacked, copy_error)
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
@@ -97,6 +98,10 @@ class Channel:
         self._waiting = 0  # >0 while a caller waits on _cond (drain / confirms / window)
         # consumers
         self._buffer: deque[Delivery] = deque()
+        # delivery bytes put into / taken out of _buffer (Connection.set_read_limit); each
+        # counter written by one thread only: _bytes_in by the I/O thread, _bytes_out by drain
+        self._bytes_in = 0
+        self._bytes_out = 0
         self._callbacks: dict[str, Callable[[Delivery], Any]] = {}
         self._pending_callback: Callable[[Delivery], Any] | None = None
         # confirms
@@ -123,6 +128,7 @@ class Channel:
             cb = self._callbacks.get(tag) if self._callbacks else None
             if cb is None:
                 self._buffer.append(d)
+                self._bytes_in += len(ev.body)
                 if self._waiting:
                     self._schedule_wake()
             else:
@@ -160,6 +166,7 @@ class Channel:
                 self._on_content(ev)
             return
         self._buffer.append(run)
+        self._bytes_in += len(run.data)
         if self._waiting:
             self._schedule_wake()
 
@@ -298,21 +305,30 @@ class Channel:
             responses = method.responses
             timeout = self._conn.params.rpc_timeout
             deadline = None if timeout is None else _monotonic() + timeout
-            with self._cond:
-                self._waiting += 1
-                try:
-                    while self._reply is None and self._error is None:
-                        if deadline is None:
-                            self._cond.wait()
-                            continue
-                        left = deadline - _monotonic()
-                        if left <= 0:
-                            break
-                        self._cond.wait(left)
-                finally:
-                    self._waiting -= 1
-                reply = self._reply
-                self._reply = None
+            conn = self._conn
+            # the reply may be behind deliveries: reading never pauses meanwhile (set_read_limit)
+            with conn._lock:
+                conn._rpc_waiting += 1
+            conn._read_wake.set()
+            try:
+                with self._cond:
+                    self._waiting += 1
+                    try:
+                        while self._reply is None and self._error is None:
+                            if deadline is None:
+                                self._cond.wait()
+                                continue
+                            left = deadline - _monotonic()
+                            if left <= 0:
+                                break
+                            self._cond.wait(left)
+                    finally:
+                        self._waiting -= 1
+                    reply = self._reply
+                    self._reply = None
+            finally:
+                with conn._lock:
+                    conn._rpc_waiting -= 1
             if reply is None and self._error is None:
                 # No answer in time: the channel's state is unknown (the reply may still
                 # come), so the whole connection is dropped rather than reused.
@@ -529,7 +545,13 @@ class Channel:
         if max_count is not None and max_count < n:
             n = max_count
         pop = buf.popleft
-        return [pop() for _ in range(n)]
+        out = [pop() for _ in range(n)]
+        if out:
+            self._bytes_out += sum(len(x.data) if x.__class__ is RawDeliveries else len(x.body)
+                                   for x in out)
+            if self._conn._read_limit is not None:
+                self._conn.resume_reading()
+        return out
 
     def pending_count(self) -> int:
         """Deliveries buffered and not yet drained (int)."""

@@ -124,6 +124,16 @@ class Connection:
         self._sm = AMQPConnection(Role.CLIENT)
         self._sm_lock = threading.Lock()
         self._wake: list[Channel] = []
+        # back-pressure (set_read_limit): stop reading the socket while too many delivery bytes
+        # are held; _rpc_waiting > 0 (a caller waits for a synchronous reply) always reads
+        self._read_limit: int | None = None
+        self._read_extra: Callable[[], int] | None = None
+        self._read_wake = threading.Event()
+        self._rpc_waiting = 0
+        #: True while the I/O thread has stopped reading (see :meth:`set_read_limit`)
+        self.read_paused = False
+        #: how many times reading was paused (statistics)
+        self.read_pauses = 0
         self._open()
 
     # ------------------------------------------------------------------ handshake
@@ -361,6 +371,10 @@ class Connection:
                                 f"(heartbeat {hb} s, 2 intervals missed): the broker or the "
                                 "network is dead")
                         continue
+                if self._read_limit is not None and self._over_read_limit():
+                    self._pause_reading(hb)
+                    last_recv = _monotonic()  # bytes waiting in the socket are not silence
+                    continue
                 data = recv()
                 if not data:
                     if not tr.eof:
@@ -403,6 +417,83 @@ class Connection:
             self._lost(ConnectionLost(f"I/O thread crashed: {exc!r}"))
         finally:
             self._close_ok.set()
+
+    # ------------------------------------------------------------------ back-pressure
+
+    def set_read_limit(self, max_bytes: int | None,
+                       extra: Callable[[], int] | None = None) -> None:
+        """Bound the delivery bytes held in memory by not reading the socket (TCP
+        back-pressure: the broker's writes then block; RabbitMQ has no byte-based prefetch,
+        docs/consumer-prefetch.md).
+
+        The I/O thread stops reading before its next ``recv`` while the bytes of deliveries
+        buffered in this connection's channels and not yet drained (raw runs: their frames;
+        decoded deliveries: their bodies) plus ``extra()`` (bytes the application still holds,
+        e.g. drained but not yet processed; called from the I/O thread, must be cheap and not
+        block) reach ``max_bytes`` (int > 0; ``None`` removes the limit). It reads again as
+        soon as the sum is below the limit; it looks again when :meth:`resume_reading` is
+        called and at least every 0.5 s. While paused it keeps sending heartbeats (AMQP 0-9-1
+        §4.2.7) and does not count the pause as silence of the broker. Reading never pauses
+        while a caller waits for the reply of a synchronous method (the reply may be behind
+        the deliveries), nor while the connection is closing. Only complete messages count:
+        a message larger than ``max_bytes`` is still received whole.
+
+        Raises ``ValueError`` for ``max_bytes`` <= 0.
+        """
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0 or None, got {max_bytes!r}")
+        self._read_extra = extra
+        self._read_limit = max_bytes
+        self._read_wake.set()
+
+    def resume_reading(self) -> None:
+        """Tell the I/O thread to look at the read limit again now (call after freeing bytes
+        counted by ``extra``). Cheap; any thread."""
+        self._read_wake.set()
+
+    def buffered_bytes(self) -> int:
+        """Bytes of deliveries buffered in the channels and not yet drained (see
+        :meth:`set_read_limit`)."""
+        return sum(ch._bytes_in - ch._bytes_out for ch in list(self._channels.values()))
+
+    def _over_read_limit(self) -> bool:
+        limit = self._read_limit
+        if limit is None or self._rpc_waiting or self._closing or self._error is not None:
+            return False
+        held = self.buffered_bytes()
+        if held < limit and self._read_extra is not None:
+            try:
+                held += int(self._read_extra())
+            except Exception:  # noqa: BLE001 - a broken callback must not stop the reader
+                log.exception("read-limit callback raised; reading on")
+                return False
+        return held >= limit
+
+    def _pause_reading(self, hb: int) -> None:
+        """I/O thread: wait (sending heartbeats) until under the read limit again."""
+        self.read_paused = True
+        self.read_pauses += 1
+        wake = self._read_wake
+        try:
+            while True:
+                wake.clear()
+                if not self._over_read_limit():
+                    return
+                wait = 0.5
+                if hb:
+                    now = _monotonic()
+                    if now - self._last_send >= hb / 2.0 and self._write_lock.acquire(False):
+                        try:
+                            self._transport.send(_HEARTBEAT)  # type: ignore[union-attr]
+                            self._last_send = now
+                        except OSError:
+                            return  # reported by the read side
+                        finally:
+                            self._write_lock.release()
+                    wait = min(wait, max(hb / 2.0 - (now - self._last_send), 0.05))
+                wake.wait(wait)
+        finally:
+            self.read_paused = False
 
     def _dispatch(self, events: list) -> bool:
         """Route decoded events; returns True when the connection is finished."""
@@ -478,6 +569,7 @@ class Connection:
                 self._error = err
             channels = list(self._channels.values())
             self._channels.clear()
+        self._read_wake.set()
         tr = self._transport
         if tr is not None and first and shutdown:
             tr.shutdown()
@@ -602,6 +694,7 @@ class Connection:
             first = self._error is None and not self._closing
             if first:
                 self._closing = True
+        self._read_wake.set()
         if first:
             try:
                 self._close_handshake(reply_code, reply_text, timeout, max_wait)

@@ -22,6 +22,16 @@ maxMessagesPerTrigger      cap of rows per micro-batch (ReadMaxRows),   unset (R
                            split fairly across queues
 maxMessagesPerPartition    split per-queue batches into partitions of   50000
                            at most this many messages
+maxBytesPerTrigger         cap of message bytes per micro-batch         16777216 (16 MiB)
+                           (ReadMaxBytes when maxMessagesPerTrigger is
+                           unset), split fairly across queues; never
+                           below one message per queue
+maxBytesPerPartition       split per-queue batches into partitions of   4194304 (4 MiB)
+                           at most this many bytes (at least one
+                           message each)
+maxBufferedBytes           the driver stops reading its socket (TCP     33554432 (32 MiB)
+                           back-pressure) while it holds more message
+                           bytes than this not yet planned into a batch
 includeHeaders             fill the ``headers`` column                  true
 declare                    queue.declare the queues (else a passive     false
                            declare that fails with 404 if missing)
@@ -76,12 +86,19 @@ __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT
 MAX_PREFETCH_PER_CONSUMER = 65535
 DEFAULT_PREFETCH = 20000
 DEFAULT_MAX_PER_PARTITION = 50000
+#: Byte limits (bytes are the messages' frames: body + ~60 B framing + properties). A batch
+#: travels from the driver's source runner through the driver JVM (which holds a few copies of
+#: it while it plans and ships the tasks): 16 MiB keeps that far inside a default 1 GiB heap.
+DEFAULT_MAX_BYTES_PER_TRIGGER = 16 * 1024 * 1024
+DEFAULT_MAX_BYTES_PER_PARTITION = 4 * 1024 * 1024
+DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 
 _BOOL = {"true": True, "false": False}
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.
 KNOWN_OPTIONS = {**{
     k.lower(): k for k in (
         "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
+        "maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes",
         "includeHeaders", "declare", "durable", "queueArguments", "failOnDataLoss",
         "availableNowIdleTimeout",
     )
@@ -144,6 +161,9 @@ class SourceOptions:
     prefetch: int = DEFAULT_PREFETCH
     max_messages_per_trigger: int | None = None
     max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
+    max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     include_headers: bool = True
     declare: bool = False
     durable: bool = True
@@ -249,6 +269,12 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         prefetch=prefetch,
         max_messages_per_trigger=max_trigger,
         max_messages_per_partition=max_part,
+        max_bytes_per_trigger=_int(o, "maxBytesPerTrigger", minimum=1,
+                                   default=DEFAULT_MAX_BYTES_PER_TRIGGER),
+        max_bytes_per_partition=_int(o, "maxBytesPerPartition", minimum=1,
+                                     default=DEFAULT_MAX_BYTES_PER_PARTITION),
+        max_buffered_bytes=_int(o, "maxBufferedBytes", minimum=1,
+                                default=DEFAULT_MAX_BUFFERED_BYTES),
         include_headers=_bool(o, "includeHeaders", True),
         declare=_bool(o, "declare", False),
         durable=_bool(o, "durable", True),

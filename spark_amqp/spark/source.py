@@ -12,10 +12,17 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
 * ``latestOffset(start, limit)`` first acks every delivery up to ``start`` (the batch ending at
   ``start`` is in the commit log: the synchronous engine writes commit log N before asking for
   batch N+1), then cuts a new end from the buffers honouring ``ReadMaxRows`` (split fairly across
-  queues) or ``ReadAllAvailable``, and returns ``start`` unchanged when there is nothing new.
+  queues) or ``ReadAllAvailable``, and always ``maxBytesPerTrigger`` (or a smaller
+  ``ReadMaxBytes``; never below one message per queue), and returns ``start`` unchanged when
+  there is nothing new.
+* Driver memory is bounded: the client stops reading the socket while more than
+  ``maxBufferedBytes`` of deliveries are received but not planned (``Connection.set_read_limit``,
+  TCP back-pressure; heartbeats go on), and a batch holds at most ``maxBytesPerTrigger``.
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
 * ``partitions(start, end)`` ships the messages' frames, undecoded as received by the driver's
-  raw-mode channels (:mod:`.source_frames`), inside picklable :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` each); a range planned by an
+  raw-mode channels (:mod:`.source_frames`), inside picklable :class:`AmqpInputPartition`s (at
+  most ``maxMessagesPerPartition`` and ``maxBytesPerPartition``, but at least one message,
+  each); a range planned by an
   earlier session (restart replay or reconnect) yields no partitions: its deliveries were never
   acked, so the broker redelivers them (redelivered=true) into later batches.
 * ``read`` decodes the frames column-wise and converts (:mod:`.source_frames`, :mod:`.arrow`),
@@ -42,10 +49,10 @@ from .source_frames import FramesPart, frames_part, unpack
 from .source_offsets import SourceOffset
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
-                                                  SupportsTriggerAvailableNow)
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes,
+                                                  ReadMaxRows, SupportsTriggerAvailableNow)
 except ImportError:  # pragma: no cover - PySpark 4.0/4.1
-    ReadLimit = ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMaxBytes = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
@@ -71,6 +78,15 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
+
+
+def _with_framing(max_bytes: int) -> int:
+    """A byte limit plus the allowance for framing: the buffers count messages' frames (body
+    + ~60-100 B of method/header frames + 8 B per body frame), the options mean bodies; 1/1024
+    of the limit covers the framing of messages from ~100 KiB up, so e.g. two 8 MiB bodies fit
+    a 16 MiB batch. (Small messages' framing is not covered: their batches hold a little less
+    than the limit in bodies.)"""
+    return max_bytes + max_bytes // 1024
 
 
 @dataclass
@@ -113,6 +129,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._next_attempt = 0.0
         self._backoff = _FIRST_BACKOFF
         self._targets: dict[str, int] | None = None  # AvailableNow: still to plan, per queue
+        self._byte_capped = False  # the last _wanted was cut by the byte limit
         self._last_end: dict | None = None  # last offset latestOffset returned
         self._reconnect_deadline: float | None = None  # AvailableNow: reconnect attempts end
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
@@ -179,6 +196,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._session = Session(self.options.queues)  # new tags -> new session
         self._current_session()
         self._consumer = consumer
+        set_limit = getattr(consumer, "set_read_limit", None)
+        if set_limit is not None:  # back-pressure: maxBufferedBytes (fakes may lack it)
+            set_limit(self.options.max_buffered_bytes, self._unplanned_bytes)
         if not self._ever_connected:
             self._install_sigterm_close()
         self._ever_connected = True
@@ -228,6 +248,14 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except (ValueError, OSError):
             pass
 
+    def _unplanned_bytes(self) -> int:
+        """Bytes drained into this session's buffers and not yet planned (called by the
+        client's I/O thread for its read limit: reads plain ints only)."""
+        s = self._session
+        if s is None:
+            return 0
+        return sum(b.unplanned_bytes for b in list(s.buffers.values()))
+
     def _session_has_data(self) -> bool:
         return any(b.received for b in self._session.buffers.values())
 
@@ -263,10 +291,12 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def getDefaultReadLimit(self):
         """``ReadMaxRows(maxMessagesPerTrigger)`` when that option is set, else
-        ``ReadAllAvailable()`` (PySpark 4.2+)."""
+        ``ReadMaxBytes(maxBytesPerTrigger)`` (PySpark 4.2+; a Python source gets one built-in
+        limit, not a composite). ``maxBytesPerTrigger`` is applied in every case by
+        :meth:`latestOffset` (it bounds the driver's memory), whichever limit Spark passes."""
         if self.options.max_messages_per_trigger is not None:
             return ReadMaxRows(self.options.max_messages_per_trigger)
-        return ReadAllAvailable()
+        return ReadMaxBytes(self.options.max_bytes_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Snapshot the ready-message count of every queue (declare-ok message-count taken
@@ -306,22 +336,50 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 got += buf.received - before
         return got
 
-    def _wanted(self, max_rows: int | None) -> dict[str, int]:
+    def _wanted(self, max_rows: int | None, max_bytes: int | None) -> dict[str, int]:
+        """Messages to plan per queue: the row limit split fairly (:func:`fair_split`),
+        then the byte limit split fairly over the bytes of those messages, rounded down to
+        whole messages but never below one message for a queue that has any (a message
+        larger than the limit goes alone). Sets ``_byte_capped`` when the byte limit cut
+        something (the batch is full)."""
         s = self._session
         avail = {q: b.unplanned for q, b in s.buffers.items()}
-        return fair_split(avail, max_rows, self._targets)
+        want = fair_split(avail, max_rows, self._targets)
+        self._byte_capped = False
+        if max_bytes is None:
+            return want
+        bufs = s.buffers
+        weights = {q: bufs[q].bytes_between(bufs[q].planned, bufs[q].planned + n)
+                   for q, n in want.items() if n}
+        budget = _with_framing(max_bytes)
+        if sum(weights.values()) <= budget:
+            return want
+        shares = fair_split(weights, budget)
+        for q in weights:
+            b = bufs[q]
+            n = b.end_within(b.planned, shares[q], b.planned + want[q]) - b.planned
+            if n < want[q]:
+                self._byte_capped = True
+            want[q] = n
+        return want
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         """Ack up to ``start``, then plan the next batch end (see module doc).
 
         ``start``: end of the previous batch (Spark 4.2+), None on the 4.0/4.1 signature.
-        ``limit``: ``ReadMaxRows``/``ReadAllAvailable`` (others are treated as all available).
+        ``limit``: ``ReadMaxRows``/``ReadMaxBytes``/``ReadAllAvailable`` (others are treated
+        as all available). ``maxBytesPerTrigger`` applies with every limit (the smaller of it
+        and a ``ReadMaxBytes`` wins); with ``ReadMaxRows`` the batch ends at whichever of the
+        two limits it reaches first.
         Returns ``start`` unchanged when nothing new is buffered (no empty batches).
         """
         start_off = SourceOffset.from_dict(start) if start is not None else None
         max_rows = None
+        max_bytes = self.options.max_bytes_per_trigger  # always: it bounds driver memory
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)
+        elif ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
+            max_bytes = min(max_bytes, int(limit.max_bytes))
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
         while True:
@@ -341,9 +399,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # Right after connecting nothing has arrived yet: wait briefly for the first
                 # deliveries so the first trigger is not always empty.
                 self._drain(_FIRST_DRAIN_WAIT if fresh else 0.0)
-                want = self._wanted(max_rows)
+                want = self._wanted(max_rows, max_bytes)
                 if self._targets is not None:
-                    want = self._wait_available_now(want, max_rows)
+                    want = self._wait_available_now(want, max_rows, max_bytes)
             except Exception as e:
                 if not _is_connection_error(e):
                     raise
@@ -361,6 +419,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._targets is not None:
                     self._targets[q] = max(0, self._targets.get(q, 0) - n)
         self._stats["planned"] += total
+        resume = getattr(self._consumer, "resume_reading", None)
+        if resume is not None:  # planned bytes no longer count against maxBufferedBytes
+            resume()
         self._reconnect_deadline = None  # progress: a later loss gets its own reconnect time
         self._last_end = self._session.planned_offset().to_dict()
         return self._last_end
@@ -398,7 +459,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._next_attempt = 0.0
         return True
 
-    def _wait_available_now(self, want: dict[str, int], max_rows: int | None) -> dict[str, int]:
+    def _wait_available_now(self, want: dict[str, int], max_rows: int | None,
+                            max_bytes: int | None) -> dict[str, int]:
         """Trigger.AvailableNow: wait (bounded) until the batch can be full - the per-queue
         targets or the row limit - so the run is not cut short by deliveries still in flight;
         but once some deliveries are buffered, wait at most ``_AVAILABLE_NOW_FILL_WAIT`` seconds
@@ -409,6 +471,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         window = o.consumers_per_queue * o.prefetch_per_consumer  # 0 = unlimited
         bufs = self._session.buffers
         while True:
+            if self._byte_capped:
+                return want  # maxBytesPerTrigger reached: the batch is full
             goal = fair_split({q: t for q, t in self._targets.items()}, max_rows)
             # a queue whose prefetch window is full gets nothing more until this batch is
             # acked (a prefetch below the trigger share): its part of the batch is complete
@@ -422,7 +486,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(_AVAILABLE_NOW_POLL)
             if self._drain():
                 idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
-                want = self._wanted(max_rows)
+                want = self._wanted(max_rows, max_bytes)
             elif time.monotonic() >= idle_deadline:
                 if not any(want.values()):
                     log.warning("amqp source: Trigger.AvailableNow: %s snapshotted messages did "
@@ -445,8 +509,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Slice the deliveries planned in ``(start, end]`` into :class:`AmqpInputPartition`s.
 
         A range of an earlier session yields ``[]`` (logged): those deliveries were never acked
-        and the broker redelivers them. Queues with more than ``maxMessagesPerPartition``
-        messages in the range are split into several partitions.
+        and the broker redelivers them. A queue's range with more than
+        ``maxMessagesPerPartition`` messages or ``maxBytesPerPartition`` bytes is split into
+        several partitions (each at least one message).
         """
         s_off = SourceOffset.from_dict(start)
         e_off = SourceOffset.from_dict(end)
@@ -460,16 +525,21 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         parts: list[AmqpInputPartition] = []
         step = self.options.max_messages_per_partition
+        max_bytes = _with_framing(self.options.max_bytes_per_partition)
         for q, e in e_off.queues:
             buf = s.buffers.get(q)
             if buf is None:
                 continue
             b = s_off.get(q, 0) if s_off.session == s.id else 0
-            if e <= b:
-                continue
-            for lo in range(b, e, step):
-                hi = min(lo + step, e)
+            if b < e and (b < buf.acked or e > buf.received):
+                buf.slice(b, e)  # raises the bookkeeping error (LookupError)
+            lo = b
+            while lo < e:
+                hi = buf.end_within(lo, max_bytes, min(lo + step, e))
+                if hi <= lo:  # not buffered: slice() raises the bookkeeping error
+                    hi = min(lo + step, e)
                 parts.append(AmqpInputPartition(s.id, frames_part(q, lo, buf.slice(lo, hi))))
+                lo = hi
         return parts
 
     def read(self, partition: AmqpInputPartition) -> Iterator:

@@ -9,6 +9,13 @@ multiple=True)`` of the delivery at offset ``n - 1`` acks exactly offsets ``< n`
 docs/confirms.md: tags are per channel, so one channel per queue keeps ``multiple`` per queue).
 
 Offsets: ``acked <= planned <= received``; deliveries below ``acked`` are forgotten.
+
+Bytes: every buffer also counts the bytes it holds, per message (:func:`item_bytes`): a raw
+run's frames (body plus its ~60-byte method/header framing and properties, i.e. what the
+message weighs on the wire and in a partition), a decoded delivery's body plus
+:data:`DECODED_OVERHEAD`. The reader cuts batches and partitions by these byte positions
+(``maxBytesPerTrigger``, ``maxBytesPerPartition``) and bounds what it holds unplanned
+(``maxBufferedBytes``).
 """
 
 from __future__ import annotations
@@ -22,12 +29,23 @@ from spark_amqp.protocol.raw_deliveries import RawDeliveries
 
 from .source_offsets import SourceOffset
 
-__all__ = ["QueueBuffer", "Session", "fair_split"]
+__all__ = ["QueueBuffer", "Session", "fair_split", "item_bytes", "DECODED_OVERHEAD"]
+
+#: bytes counted for a decoded delivery besides its body (its frames' header, method and a
+#: few properties; a raw run counts its real frames)
+DECODED_OVERHEAD = 64
 
 
 def _count(item: Any) -> int:
     """Deliveries in a drained item: a run's count, or 1."""
     return item.count if item.__class__ is RawDeliveries else 1
+
+
+def item_bytes(item: Any) -> int:
+    """Bytes counted for a drained item (see module doc)."""
+    if item.__class__ is RawDeliveries:
+        return len(item.data)
+    return len(item.body) + DECODED_OVERHEAD
 
 
 class QueueBuffer:
@@ -40,35 +58,85 @@ class QueueBuffer:
     messages from offset ``starts[i]`` on.
     """
 
-    __slots__ = ("queue", "items", "starts", "received", "acked", "planned")
+    __slots__ = ("queue", "items", "starts", "bstarts", "received", "received_bytes", "acked",
+                 "planned", "planned_bytes")
 
     def __init__(self, queue: str):
         self.queue = queue
         self.items: list[Any] = []
         self.starts: list[int] = []
+        self.bstarts: list[int] = []  # byte position (since the session began) of items[i]
         self.received = 0  # offset one past the last delivery received
+        self.received_bytes = 0  # byte position one past the last delivery received
         self.acked = 0
         self.planned = 0
+        self.planned_bytes = 0  # byte position of offset ``planned``
 
     @property
     def unplanned(self) -> int:
         """Deliveries received but not yet in a planned batch."""
         return self.received - self.planned
 
+    @property
+    def unplanned_bytes(self) -> int:
+        """Bytes of the deliveries received but not yet in a planned batch."""
+        return self.received_bytes - self.planned_bytes
+
     def add(self, items: Iterable[Any]) -> None:
         """Append drained items (runs or single deliveries)."""
         received = self.received
+        rb = self.received_bytes
         for it in items:
             self.items.append(it)
             self.starts.append(received)
+            self.bstarts.append(rb)
             received += _count(it)
+            rb += item_bytes(it)
         self.received = received
+        self.received_bytes = rb
 
     def plan(self, n: int) -> int:
         """Advance the planned end by up to ``n`` (bounded by what was received); return it."""
         if n > 0:
             self.planned += min(n, self.unplanned)
+            self.planned_bytes = self.byte_pos(self.planned)
         return self.planned
+
+    def byte_pos(self, offset: int) -> int:
+        """Byte position of ``offset`` (``acked <= offset <= received``): the bytes of this
+        session's deliveries below it."""
+        if offset >= self.received:
+            return self.received_bytes
+        i = self._index(offset)
+        it = self.items[i]
+        k = offset - self.starts[i]
+        if k == 0:
+            return self.bstarts[i]
+        return self.bstarts[i] + it.ends[k - 1]  # inside a raw run
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """Bytes of the deliveries with offsets in ``[start, end)`` (buffered ones)."""
+        return self.byte_pos(end) - self.byte_pos(start) if end > start else 0
+
+    def end_within(self, start: int, max_bytes: int, limit: int | None = None) -> int:
+        """The largest ``end`` (``start < end <= min(received, limit)``) whose deliveries
+        ``[start, end)`` weigh at most ``max_bytes``, but at least ``start + 1`` (one message
+        always fits, however large). ``start`` when nothing is buffered from ``start`` on."""
+        top = self.received if limit is None else min(limit, self.received)
+        if top <= start:
+            return start
+        goal = self.byte_pos(start) + max_bytes
+        if self.byte_pos(top) <= goal:
+            return top
+        # the last item starting at or below the goal, then inside it if it is a run
+        i = bisect_right(self.bstarts, goal) - 1
+        it = self.items[i]
+        end = self.starts[i]
+        if it.__class__ is RawDeliveries:
+            end += bisect_right(it.ends, goal - self.bstarts[i])
+        elif self.bstarts[i] + item_bytes(it) <= goal:
+            end += 1
+        return max(start + 1, min(end, top))
 
     def _index(self, offset: int) -> int:
         """Index of the item holding ``offset`` (which must be buffered)."""
@@ -127,6 +195,7 @@ class QueueBuffer:
         if k > 0:
             del self.items[:k]
             del self.starts[:k]
+            del self.bstarts[:k]
         self.acked = upto
         return tag
 
@@ -143,7 +212,9 @@ class QueueBuffer:
             i += 1
         del self.items[i:]
         del self.starts[i:]
+        del self.bstarts[i:]
         self.received = cut
+        self.received_bytes = self.planned_bytes
         return n
 
 

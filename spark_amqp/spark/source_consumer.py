@@ -156,6 +156,18 @@ class DriverConsumer:
                 f"(tags {sorted(ch.cancelled_consumers)}); the queue may have been deleted")
         return ds
 
+    def set_read_limit(self, max_bytes: int, extra) -> None:
+        """Back-pressure: the connection stops reading while the deliveries it buffers plus
+        ``extra()`` (the reader's unplanned bytes) reach ``max_bytes``
+        (``spark_amqp.client.Connection.set_read_limit``)."""
+        self.conn.set_read_limit(max_bytes, extra)
+
+    def resume_reading(self) -> None:
+        """Bytes were planned: let the connection look at its read limit again."""
+        conn = self.conn
+        if conn is not None:
+            conn.resume_reading()
+
     def ack(self, queue: str, delivery_tag: int) -> None:
         """``basic.ack(delivery_tag, multiple=True)`` on the queue's channel."""
         self.channels[queue].basic_ack(delivery_tag, multiple=True)

@@ -537,3 +537,214 @@ def test_pack_mixed_absent_and_partial_properties():
     [b2] = list(to_record_batches(pack_deliveries("q", 0, ds[2:], include_headers=False)))
     assert b2.column("content_type").to_pylist() == ["text/plain"]
     assert b2.column("priority").to_pylist() == [None] and b2.column("headers").null_count == 1
+
+
+# ------------------------------------------------------------------------------ byte limits
+
+def _items_from(spec_list):
+    """spec_list: ("run", [body sizes]) or ("one", size) -> items with consecutive tags."""
+    from source_rawfake import make_run
+
+    items, tag = [], 1
+    for kind, sizes in spec_list:
+        if kind == "run":
+            items.append(make_run([("c", tag + i, False, b"x" * n) for i, n in enumerate(sizes)]))
+            tag += len(sizes)
+        else:
+            items.append(FakeDelivery(b"y" * sizes, tag))
+            tag += 1
+    return items
+
+
+def _message_bytes(items):
+    from spark_amqp.protocol import RawDeliveries
+    from spark_amqp.spark.source_buffer import item_bytes
+
+    out = []
+    for it in items:
+        if isinstance(it, RawDeliveries):
+            prev = 0
+            for e in it.ends:
+                out.append(e - prev)
+                prev = e
+        else:
+            out.append(item_bytes(it))
+    return out
+
+
+@given(st.lists(st.one_of(
+    st.tuples(st.just("run"), st.lists(st.integers(0, 3000), min_size=1, max_size=5)),
+    st.tuples(st.just("one"), st.integers(0, 3000))), min_size=1, max_size=6),
+    st.data())
+def test_queue_buffer_byte_positions_and_end_within(spec_list, data):
+    b = QueueBuffer("q")
+    items = _items_from(spec_list)
+    b.add(items)
+    sizes = _message_bytes(items)
+    n = len(sizes)
+    assert b.received == n and b.received_bytes == sum(sizes)
+    planned = data.draw(st.integers(0, n))
+    b.plan(planned)
+    assert b.unplanned_bytes == sum(sizes[planned:])
+    acked = data.draw(st.integers(0, planned))
+    b.ack_upto(acked)
+    start = data.draw(st.integers(acked, n))
+    limit = data.draw(st.one_of(st.none(), st.integers(start, n)))
+    budget = data.draw(st.integers(0, 8000))
+    for o in range(acked, n + 1):
+        assert b.byte_pos(o) == sum(sizes[:o])
+    top = n if limit is None else limit
+    expect = start
+    while expect < top and sum(sizes[start:expect + 1]) <= budget:
+        expect += 1
+    if top > start:
+        expect = max(expect, start + 1)   # one message always fits
+    assert b.end_within(start, budget, limit) == expect
+    b.drop_unplanned()
+    assert b.received_bytes == sum(sizes[:planned]) and b.unplanned_bytes == 0
+
+
+def _byte_reader(broker, **opts):
+    from source_fakes import FakeConsumer
+
+    calls = []
+
+    class C(FakeConsumer):
+        def set_read_limit(self, max_bytes, extra):
+            calls.append(("limit", max_bytes, extra))
+
+        def resume_reading(self):
+            calls.append(("resume",))
+
+    def factory(options):
+        c = C(broker, options)
+        broker.consumers.append(c)
+        return c
+
+    options = parse_source_options({"queues": ",".join(broker.ready), **opts})
+    return AmqpStreamReader(options, consumer_factory=factory), calls
+
+
+def test_byte_limit_options_defaults_and_default_read_limit():
+    from pyspark.sql.streaming.datasource import ReadMaxBytes
+
+    o = parse_source_options({"queue": "q"})
+    assert (o.max_bytes_per_trigger, o.max_bytes_per_partition, o.max_buffered_bytes) == (
+        16 << 20, 4 << 20, 32 << 20)
+    r = AmqpStreamReader(o)
+    assert r.getDefaultReadLimit() == ReadMaxBytes(16 << 20)
+    r2 = AmqpStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
+    assert r2.getDefaultReadLimit() == ReadMaxRows(10)
+    for opt in ("maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes"):
+        with pytest.raises(ValueError, match=opt):
+            parse_source_options({"queue": "q", opt: "0"})
+        with pytest.raises(ValueError, match=opt):
+            parse_source_options({"queue": "q", opt: "1MB"})
+
+
+def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
+    from pyspark.sql.streaming.datasource import ReadMaxBytes
+
+    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+
+    broker = FakeBroker(["a"])
+    sizes = [100, 100, 100, 5000, 100, 100]
+    for i, n in enumerate(sizes):
+        broker.publish("a", bytes([65 + i]) * n)
+    w = 100 + DECODED_OVERHEAD
+    r, calls = _byte_reader(broker, maxBytesPerTrigger=str(2 * w + 10))
+    s = r.initialOffset()
+    ends, rows = [], []
+    while True:
+        e = r.latestOffset(s, r.getDefaultReadLimit())
+        if e == s:
+            break
+        ends.append(SourceOffset.from_dict(e).get("a"))
+        rows += _rows(r, s, e)
+        s = e
+    # 2 small ones, then the third alone (the big one does not fit with it), the big one alone
+    assert ends == [2, 3, 4, 6]
+    assert [x["body"] for x in rows] == [bytes([65 + i]) * n for i, n in enumerate(sizes)]
+    assert len(broker.acked["a"]) == 6
+    # a smaller ReadMaxBytes wins over the option; the read limit is wired to the consumer
+    assert calls[0][0] == "limit" and calls[0][1] == 32 << 20
+    assert ("resume",) in calls
+    broker.publish("a", b"z" * 100)
+    broker.publish("a", b"z" * 100)
+    e = r.latestOffset(s, ReadMaxBytes(w))
+    assert SourceOffset.from_dict(e).get("a") == 7
+
+
+def test_byte_limit_split_across_queues_and_with_read_max_rows():
+    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+
+    broker = FakeBroker(["a", "b"])
+    for i in range(50):
+        broker.publish("a", b"a" * 1000)
+        broker.publish("b", b"b" * 10)
+    w_a, w_b = 1000 + DECODED_OVERHEAD, 10 + DECODED_OVERHEAD
+    r, _ = _byte_reader(broker, maxBytesPerTrigger=str(10 * w_a), prefetch="100")
+    s = r.initialOffset()
+    e = SourceOffset.from_dict(r.latestOffset(s, r.getDefaultReadLimit())).as_map()
+    # water-filling: b (light) takes all 50 of its messages, a the rest of the bytes
+    assert e["b"] == 50
+    assert e["a"] == (10 * w_a - 50 * w_b) // w_a
+    # with ReadMaxRows, whichever limit is reached first ends the batch
+    broker2 = FakeBroker(["a"])
+    for i in range(50):
+        broker2.publish("a", b"a" * 1000)
+    r2, _ = _byte_reader(broker2, maxMessagesPerTrigger="20", maxBytesPerTrigger=str(5 * w_a))
+    s2 = r2.initialOffset()
+    assert SourceOffset.from_dict(r2.latestOffset(s2, ReadMaxRows(20))).get("a") == 5
+    broker3 = FakeBroker(["a"])
+    for i in range(50):
+        broker3.publish("a", b"a" * 1000)
+    r3, _ = _byte_reader(broker3, maxMessagesPerTrigger="3", maxBytesPerTrigger=str(5 * w_a))
+    s3 = r3.initialOffset()
+    assert SourceOffset.from_dict(r3.latestOffset(s3, ReadMaxRows(3))).get("a") == 3
+
+
+def test_max_bytes_per_partition_splits_partitions():
+    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+
+    broker = FakeBroker(["a"])
+    sizes = [1000] * 7 + [10000] + [1000] * 2
+    for n in sizes:
+        broker.publish("a", b"p" * n)
+    w = 1000 + DECODED_OVERHEAD
+    r, _ = _byte_reader(broker, maxBytesPerPartition=str(3 * w), maxMessagesPerPartition="2")
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadAllAvailable())
+    parts = r.partitions(s, e)
+    assert [(p.data.start, p.data.n) for p in parts] == [
+        (0, 2), (2, 2), (4, 2), (6, 1), (7, 1), (8, 2)]
+    assert [len(x["body"]) for x in _rows(r, s, e)] == sizes
+
+
+def test_unplanned_bytes_feed_the_read_limit():
+    broker = FakeBroker(["a", "b"])
+    for i in range(4):
+        broker.publish("a", b"x" * 1000)
+        broker.publish("b", b"y" * 500)
+    r, calls = _byte_reader(broker, maxMessagesPerTrigger="2")
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadMaxRows(2))
+    extra = calls[0][2]
+    # 8 drained, 2 planned (one per queue): the rest is unplanned
+    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+    assert extra() == 3 * (1000 + DECODED_OVERHEAD) + 3 * (500 + DECODED_OVERHEAD)
+    r.latestOffset(e, ReadMaxRows(100))
+    assert extra() == 0
+
+
+def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
+    # the framing allowance (1/1024 of the limit): two bodies of half the limit are one batch
+    broker = FakeBroker(["a"])
+    for i in range(4):
+        broker.publish("a", bytes([i]) * (512 * 1024))
+    r, _ = _byte_reader(broker, maxBytesPerTrigger=str(1 << 20),
+                        maxBytesPerPartition=str(512 * 1024))
+    s = r.initialOffset()
+    e = r.latestOffset(s, r.getDefaultReadLimit())
+    assert SourceOffset.from_dict(e).get("a") == 2
+    assert [(p.data.start, p.data.n) for p in r.partitions(s, e)] == [(0, 1), (1, 1)]
