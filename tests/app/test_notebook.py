@@ -3,6 +3,7 @@ thousand flights and the embedded broker, so the notebook cannot rot."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def test_explore_notebook_runs(monkeypatch):
     assert "3,000 flights" in text and "cancelled" in text
     # the depth read from the embedded broker's management API while the query drained it
     depth = text.split("queue depth from the management API while the query drained it")[1]
-    rows = [line.split() for line in depth.splitlines()[1:] if line.startswith("  ")]
+    # the table's rows: the indented lines right after its title (later outputs indent too)
+    rows = [line.split() for line in
+            itertools.takewhile(lambda line: line.startswith("  "), depth.splitlines()[1:])]
     counts = [(int(r[1].replace(",", "")), int(r[2].replace(",", ""))) for r in rows]
     assert sum(counts[0]) == 3000 and counts[-1] == (0, 0), rows
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
