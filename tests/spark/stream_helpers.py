@@ -33,7 +33,7 @@ def pika_read(url: str, stream: str, start: int, end: int, timeout: float = 30.0
     done = []
 
     def on_message(ch, m, p, b):
-        off = p.headers["x-stream-offset"]
+        off = int(p.headers["x-stream-offset"])   # pika.compat.long on Python 3: make it int
         ch.basic_ack(m.delivery_tag)
         if done:
             return
@@ -53,3 +53,20 @@ def pika_read(url: str, stream: str, start: int, end: int, timeout: float = 30.0
                                      f"{out[-1:]}")
             c.process_data_events(0.1)
     return out
+
+
+def start_stream_runner(*args: str, log_path):
+    """Start tests/spark/stream_query_runner.py in its own process group (as
+    ``source_helpers.start_runner`` does for the queue mode's runner)."""
+    import os
+    import subprocess
+    import sys
+
+    from source_helpers import HERE, ROOT
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    logf = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, str(HERE / "stream_query_runner.py"), *args],
+                            stdout=logf, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=str(ROOT))

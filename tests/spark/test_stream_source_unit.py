@@ -245,3 +245,42 @@ def test_read_range_split_anywhere_loses_nothing(broker_url, filled_stream):
         for b in read_range(o, r.stream, r.start, r.end):
             got += b.column("offset").to_pylist()
     assert got == list(range(3, 1000))
+
+
+@pytest.fixture
+def truncated_stream(broker_url, unique):
+    """A stream whose first offsets retention has removed (small segments, small max length)."""
+    from spark_amqp.spark.stream_probe import StreamProbe
+
+    s = unique("st-retention")
+    declare_stream(broker_url, s, {"x-max-length-bytes": 20_000,
+                                   "x-stream-max-segment-size-bytes": 5_000})
+    for _ in range(10):
+        publish(broker_url, s, [b"%0200d" % i for i in range(100)])
+    p = StreamProbe(broker_url)
+    try:
+        first = p.first(s, 3.0)
+        tail = p.tail(s, 3.0, 0.25)
+    finally:
+        p.close()
+    if not first:
+        delete(broker_url, s)
+        pytest.skip(f"this broker kept every offset of {s} (retention did not remove any)")
+    yield s, first, tail
+    delete(broker_url, s)
+
+
+def test_fail_on_data_loss(broker_url, truncated_stream):
+    from spark_amqp.spark.stream_read import LOST, DataLoss, read_range
+
+    s, first, tail = truncated_stream
+    o = parse_stream_options({"stream": s, "uri": broker_url})
+    with pytest.raises(DataLoss, match=f"{s}.*wanted offset 0, first retained offset {first}"):
+        list(read_range(o, s, 0, tail))
+    o = parse_stream_options({"stream": s, "uri": broker_url, "failOnDataLoss": "false"})
+    before = LOST["offsets"]
+    got = [x for b in read_range(o, s, 0, tail) for x in b.column("offset").to_pylist()]
+    assert got == [w[0] for w in pika_read(broker_url, s, 0, tail)]   # may have gaps
+    assert got[0] == first and LOST["offsets"] - before == first
+    # a range wholly removed: nothing, and no hang
+    assert [b for b in read_range(o, s, 0, first)] == []
