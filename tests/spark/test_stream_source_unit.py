@@ -284,3 +284,79 @@ def test_fail_on_data_loss(broker_url, truncated_stream):
     assert got[0] == first and LOST["offsets"] - before == first
     # a range wholly removed: nothing, and no hang
     assert [b for b in read_range(o, s, 0, first)] == []
+
+
+# -- super streams ---------------------------------------------------------------------------
+
+def _murmur3_x86_32(data: bytes, seed: int) -> int:
+    """An independent MurmurHash3 x86 32-bit (Austin Appleby's reference algorithm)."""
+    c1, c2, m = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & m
+    n = len(data) // 4 * 4
+    for i in range(0, n, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        k = (k * c2) & m
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & m
+        h = (h * 5 + 0xE6546B64) & m
+    k = 0
+    tail = data[n:]
+    for j in reversed(range(len(tail))):
+        k = (k << 8) | tail[j]
+    if tail:
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        k = (k * c2) & m
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h
+
+
+def test_super_stream_routing_matches_known_hashes():
+    import mmh3
+
+    from spark_amqp.spark.super_stream import SEED, key_hash, partition_index, partition_name
+
+    # published MurmurHash3 x86_32 vectors (SMHasher): mmh3 is that hash
+    for data, seed, want in [(b"", 1, 0x514E28B7), (b"", 0xFFFFFFFF, 0x81F16F39),
+                             (b"\0\0\0\0", 0, 0x2362F9DE),
+                             (b"Hello, world!", 0x9747B28C, 0x24884CBA),
+                             (b"The quick brown fox jumps over the lazy dog", 0x9747B28C,
+                              0x2FA826CD)]:
+        assert mmh3.hash(data, seed, signed=False) == want == _murmur3_x86_32(data, seed)
+    assert SEED == 104729
+    keys = ["", "a", "hello", "order-42", "ünïcode", "x" * 37] + [str(i) for i in range(200)]
+    negative = 0
+    for k in keys:
+        h = _murmur3_x86_32(k.encode(), 104729)
+        negative += h >= 2 ** 31         # a negative Java int: remainderUnsigned matters
+        assert key_hash(k) == h
+        for n in (1, 2, 3, 5, 7):
+            assert partition_index(k, n) == h % n
+    assert negative > 0
+    assert partition_name("inv", "hello", 3) == f"inv-{_murmur3_x86_32(b'hello', 104729) % 3}"
+    with pytest.raises(ValueError):
+        partition_index("k", 0)
+
+
+def test_super_stream_source_finds_partitions(broker_url, unique):
+    from spark_amqp.spark.stream_probe import StreamMissing, StreamProbe, super_stream_partitions
+
+    name = unique("super")
+    for i in range(3):
+        declare_stream(broker_url, f"{name}-{i}")
+    p = StreamProbe(broker_url)
+    try:
+        assert super_stream_partitions(p, name) == [f"{name}-{i}" for i in range(3)]
+        with pytest.raises(StreamMissing, match="no partition"):
+            super_stream_partitions(p, name + "x")
+    finally:
+        p.close()
+        delete(broker_url, *[f"{name}-{i}" for i in range(3)])
