@@ -204,7 +204,20 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return
         changed = False
         for s in self._planner.streams():
-            t = self._planner.tail(s, False)
+            try:
+                t = self._planner.tail(s, False)
+            except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
+                from spark_amqp.protocol.errors import AMQPError
+
+                from .stream_probe import NotAStream
+
+                if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
+                    raise
+                log.warning("amqp stream source: probing %s failed (%s); planning with the "
+                            "tails known so far, reconnecting at the next probe", s, e)
+                self._planner.close()
+                self._next_probe = now + IDLE_PROBE_INTERVAL
+                return
             self._stats["probes"] += 1
             if t is not None and t > self._tails.get(s, -1):
                 self._tails[s] = t
