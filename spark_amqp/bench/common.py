@@ -16,15 +16,17 @@ class BrokerProcess:
     """The embedded broker in its own process (``spark_amqp.broker.serve()``, in memory, an
     ephemeral port), as RabbitMQ runs in its own: in the benchmark's process it would share the
     GIL with the baselines. ``url`` is its AMQP URI; use as a context manager (SIGTERM on exit).
-    ``pid``: the process id, to measure its CPU."""
+    ``pid``: the process id, to measure its CPU. ``data_dir``: a data directory (durable
+    store and stream segment files) instead of memory only."""
 
-    def __init__(self, start_timeout: float = 20.0):
+    def __init__(self, start_timeout: float = 20.0, data_dir: str | None = None):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc = subprocess.Popen([sys.executable, "-c",
                                       "import logging; logging.basicConfig(level=logging.WARNING); "
-                                      f"from spark_amqp.broker import serve; serve('127.0.0.1', {self.port})"])
+                                      f"from spark_amqp.broker import serve; "
+                                      f"serve('127.0.0.1', {self.port}, {data_dir!r})"])
         self.pid = self.proc.pid
         deadline = time.monotonic() + start_timeout
         while time.monotonic() < deadline:

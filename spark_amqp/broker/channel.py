@@ -27,10 +27,12 @@ from collections import deque
 from typing import Any
 
 from ..protocol import spec
-from ..protocol.errors import (AccessRefused, AMQPNotImplemented, NotAllowed, NotFound,
-                               PreconditionFailed)
+from ..protocol.errors import (AccessRefused, AMQPNotImplemented, InternalError, NotAllowed,
+                               NotFound, PreconditionFailed)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
+from .stream import add_offset_header, offset_header_split
+from .stream_queue import StreamEntry
 from .unacked import Unacked
 
 __all__ = ["Channel", "new_name", "REPLY_TO"]
@@ -39,6 +41,7 @@ REPLY_TO = "amq.rabbitmq.reply-to"
 
 _P_FRAME = struct.Struct(">BHI").pack
 _P_QB = struct.Struct(">QB").pack
+_P_q = struct.Struct(">q").pack
 _P_HDR = struct.Struct(">BHIHHQ").pack
 _P_GETOK_TAIL = struct.Struct(">I").pack
 _DELIVER_ID = b"\x00\x3c\x00\x3c"
@@ -154,6 +157,56 @@ class Channel:
             q.unacked_count += n
         self._encode_delivers(c, msgs, tag, q)
 
+    def deliver_stream(self, c: Consumer, entries: list, first: int, q) -> None:
+        """basic.deliver stream messages ``entries`` ((enc, props_raw, body) read from offset
+        ``first`` on) to consumer ``c`` of stream ``q``, each with the header
+        ``x-stream-offset``. The unacked entries hold the offsets (acks only give credit).
+
+        The frame bytes around the delivery tag and the offset depend only on the exchange /
+        routing key, the properties and the body size: built once per run of equal ones."""
+        n = len(entries)
+        tag = self.next_tag
+        self.next_tag = tag + n
+        self.unacked.add_run(tag, list(range(first, first + n)), c)
+        c.unacked += n
+        self.unacked_count += n
+        q.unacked_count += n
+        conn = self.conn
+        out = conn.out
+        ch_n = self.number
+        limit = self.frame_max - 8
+        ctag = c.tag_enc
+        k_enc, k_props, k_blen, pre, mid, post = c.frame_cache if len(c.frame_cache) == 6 else (None,) * 6
+        offset = first
+        for enc, props_raw, body in entries:
+            blen = len(body)
+            if blen != k_blen or props_raw != k_props or enc != k_enc:
+                if not 0 < blen <= limit:
+                    # no body frame, or several: the general encoder
+                    self._encode_delivers(c, (StreamEntry(enc, add_offset_header(props_raw, offset), body, offset),),
+                                          tag, q)
+                    tag += 1
+                    offset += 1
+                    k_blen = -1
+                    continue
+                before, after = offset_header_split(props_raw)
+                k_enc, k_props, k_blen = enc, props_raw, blen
+                pre = _P_FRAME(1, ch_n, 13 + len(ctag) + len(enc)) + _DELIVER_ID + ctag
+                mid = enc + _CE + _P_HDR(2, ch_n, 12 + len(before) + 8 + len(after), 60, 0, blen) + before
+                post = after + _CE + _P_FRAME(3, ch_n, blen)
+            out += pre
+            out += _P_QB(tag, False)
+            out += mid
+            out += _P_q(offset)
+            out += post
+            out += body
+            out += _CE
+            tag += 1
+            offset += 1
+        c.frame_cache = (k_enc, k_props, k_blen, pre, mid, post)
+        if not conn.dirty:
+            conn.mark_dirty()
+
     def _encode_delivers(self, c: Consumer, msgs, tag: int, q: Queue) -> None:
         """Append the basic.deliver frames of ``msgs`` (tags from ``tag``) to the output.
 
@@ -166,7 +219,8 @@ class Channel:
         n = self.number
         limit = self.frame_max - 8
         quorum = q.quorum
-        k_enc, k_props, k_blen, pre, post = c.frame_cache
+        fc = c.frame_cache
+        k_enc, k_props, k_blen, pre, post = fc if len(fc) == 5 else (None, None, -1, b"", b"")
         for m in msgs:
             props_raw = m.props_raw
             if quorum and m.delivery_count:
@@ -373,7 +427,18 @@ class Channel:
             return
         self._settle(entries, None)
 
+    def _refuse_stream_settle(self, tag: int, multiple: bool) -> None:
+        """RabbitMQ 3.10.8: basic.nack / basic.reject of a stream delivery closes the
+        connection with 540 "basic.nack and basic.reject not supported by stream queues ..."."""
+        for o in self.unacked.owners_upto(tag, multiple):
+            q = o.queue if o.__class__ is Consumer else o
+            if q.stream:
+                raise AMQPNotImplemented(f"basic.nack and basic.reject not supported by stream queues queue "
+                                         f"'{q.name}' in vhost '{self.vhost.name}'", 60, 120 if multiple else 90)
+
     def on_nack(self, method) -> None:
+        if self.unacked:
+            self._refuse_stream_settle(method.delivery_tag, method.multiple)
         entries = self._take(method.delivery_tag, method.multiple, 60, 120)
         if self.tx:
             self.tx_acks.append((entries, method.requeue))
@@ -381,6 +446,8 @@ class Channel:
         self._settle(entries, method.requeue)
 
     def on_reject(self, method) -> None:
+        if self.unacked:
+            self._refuse_stream_settle(method.delivery_tag, False)
         entries = self._take(method.delivery_tag, False, 60, 90)
         if self.tx:
             self.tx_acks.append((entries, method.requeue))
@@ -396,6 +463,11 @@ class Channel:
     def on_recover(self, method) -> None:
         if not method.requeue:
             raise AMQPNotImplemented("requeue=false", 60, 110)
+        if self.unacked and any((o.queue if o.__class__ is Consumer else o).stream
+                                for o in self.unacked.owners_upto(0, True)):
+            # RabbitMQ 3.10.8 crashes (541) on basic.recover with unacked stream deliveries
+            raise InternalError("basic.recover with unacknowledged deliveries from a stream queue: a stream "
+                                "never redelivers; consume again from the offset to read", 60, 110)
         self.requeue_all()
         if method.INDEX == spec.Basic.Recover.INDEX:
             self.send(spec.Basic.RecoverOk())
@@ -455,14 +527,16 @@ class Channel:
             raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", cid, mid)
         if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
             raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
+        args = method.arguments or {}
+        start = q.check_consume(self, method.no_ack, args) if q.stream else 0
         if q.quorum and self.prefetch_global:
             raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
-        args = method.arguments or {}
         prio = args.get("x-priority", 0)
         if isinstance(prio, bool) or not isinstance(prio, int):
             raise PreconditionFailed(f"invalid arg 'x-priority' for consumer: {prio!r} is not an integer", cid, mid)
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
         c.priority = prio
+        c.stream_pos = start
         c.tag_enc = shortstr(tag)
         self.consumers[tag] = c
         if not method.no_wait:
@@ -654,6 +728,9 @@ class Channel:
 
     def on_queue_purge(self, method) -> None:
         q = self._queue_to_read(method, 50, 30)
+        if q.stream:
+            raise AMQPNotImplemented(f"queue.purge not supported by stream queues queue '{q.name}' in vhost "
+                                     f"'{self.vhost.name}'", 50, 30)
         n = q.purge()
         if not method.no_wait:
             self.send(spec.Queue.PurgeOk(message_count=n))
@@ -669,7 +746,8 @@ class Channel:
             self.conn.check_perm("configure", "queue", name, cid, mid)
             if method.if_unused and q.consumers:
                 raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' in use", cid, mid)
-            if method.if_empty and q.message_count:
+            # RabbitMQ 3.10.8 deletes a non-empty stream despite if-empty (it has no "ready" messages)
+            if method.if_empty and q.message_count and not q.stream:
                 raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' is not empty", cid, mid)
             n = v.delete_queue(q)
         if not method.no_wait:

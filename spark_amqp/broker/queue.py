@@ -40,7 +40,7 @@ class Consumer:
     ``frame_cache`` holds the channel's last basic.deliver frame parts for it."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
-                 "tag_enc", "priority", "frame_cache")
+                 "tag_enc", "priority", "frame_cache", "stream_pos")
 
     def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
                  prefetch: int, arguments: dict | None):
@@ -55,6 +55,7 @@ class Consumer:
         self.tag_enc = b""
         self.priority = 0
         self.frame_cache = (None, None, -1, b"", b"")
+        self.stream_pos = 0   # next offset to deliver (stream queues only)
 
 
 class PriorityReady:
@@ -152,7 +153,10 @@ class Queue:
     """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``.
 
     ``broker`` gives access to memory accounting, the store, dirty-marking and timers.
+    ``stream`` is True for :class:`~.stream_queue.StreamQueue` (x-queue-type=stream).
     """
+
+    stream = False
 
     def __init__(self, broker, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None):

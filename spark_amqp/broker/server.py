@@ -131,6 +131,7 @@ class Broker:
         self.store_waiters: set = set()
         self._commit_waiters: list[tuple[int, Callable]] = []
         self.servers: list[asyncio.base_events.Server] = []
+        self.pending_streams: dict[int, object] = {}   # streams with messages not yet in a chunk
         if self.data_dir:
             self.store = SqliteStore(self.data_dir, on_commit=self._on_commit_thread)
             self._recover()
@@ -171,6 +172,14 @@ class Broker:
         if self._dirty_queues and not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self._tick)
+        if self.pending_streams:
+            # a stream's chunk is written (and its fsync joins the store batch) in the tick its
+            # messages arrived in, so their confirms wait for this batch's ticket
+            ps = self.pending_streams
+            self.pending_streams = {}
+            for q in ps.values():
+                if not q.deleted:
+                    q.seal()
         self.store.flush()
         self._check_memory()
         conns = self._dirty_conns
@@ -217,6 +226,8 @@ class Broker:
         store = self.store
         if len(queues) == 1:
             q = queues[0]
+            if q.stream:
+                return q.append(msg), False
             if q.plain:
                 # hot path: no TTL, length limit or priority on the queue
                 msg.seq = q.next_seq
@@ -238,6 +249,11 @@ class Broker:
                     self.loop.call_soon(self._tick)
                 return ticket, False
         for q in queues:
+            if q.stream:
+                t = q.append(msg)
+                if t > ticket:
+                    ticket = t
+                continue
             if q.overflow != "drop-head" and (q.max_length is not None or q.max_length_bytes is not None):
                 if q.is_full(size):
                     rejected = True
@@ -282,13 +298,14 @@ class Broker:
                 continue
             v.exchanges[row["name"]] = Exchange(v, row["name"], row["type"], True, row["auto_delete"],
                                                 row["internal"], row["arguments"])
-        from .queue import Queue
+        from .vhost import new_queue
         for row in data["queues"]:
             v = self.vhosts.get(row["vhost"])
             if v is None:
                 continue
             try:
-                v.queues[row["name"]] = Queue(self, v, row["name"], True, None, row["auto_delete"], row["arguments"])
+                v.queues[row["name"]] = new_queue(self, v, row["name"], True, None, row["auto_delete"],
+                                                  row["arguments"])
             except Exception:
                 log.exception("cannot recover queue %r", row["name"])
         for row in data["bindings"]:
@@ -387,6 +404,10 @@ class Broker:
         self.servers = []
         self._tick()
         await self.loop.run_in_executor(None, self.store.close)
+        for v in self.vhosts.values():
+            for q in v.queues.values():
+                if q.stream:
+                    q.log.close()
 
 
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,

@@ -76,6 +76,11 @@ class MemoryStore:
     def delete_queue_messages(self, vhost: str, queue: str) -> None:
         pass
 
+    def add_sync(self, fds: list) -> int:
+        """fsync the file descriptors ``fds`` (stream segments, :mod:`.stream`) in the next
+        batch; returns its ticket."""
+        return 0
+
     def save_exchange(self, vhost, x) -> None:
         pass
 
@@ -129,6 +134,7 @@ class SqliteStore(MemoryStore):
         self._adds: dict[int, tuple] = {}      # id -> row, pending in the open batch
         self._dels: list[tuple] = []           # (id,) pending deletes
         self._ops: list[tuple[str, tuple]] = []  # metadata statements, in order
+        self._syncs: list = []                 # stream segment files to fsync
         self._inflight = False
         self._cond = threading.Condition(self._lock)
         self._closed = False
@@ -146,6 +152,13 @@ class SqliteStore(MemoryStore):
         msg.store_id = sid
         self._adds[sid] = (sid, vhost, queue, msg.exchange, msg.routing_key, msg.props_raw,
                            msg.body, int(msg.redelivered), msg.delivery_count)
+        return self.current_ticket + 1
+
+    def add_sync(self, fds: list) -> int:
+        """fsync the file descriptors ``fds`` (stream segment files, written by the loop with
+        ``os.pwrite``) in the writer thread, before the commit of the next batch; returns the
+        ticket of that batch (a publisher confirm waits for it)."""
+        self._syncs.extend(fds)
         return self.current_ticket + 1
 
     def delete_message(self, store_id: int) -> None:
@@ -185,11 +198,11 @@ class SqliteStore(MemoryStore):
 
     def flush(self) -> None:
         """Hand the open batch to the writer thread (called once per loop tick)."""
-        if not (self._adds or self._dels or self._ops):
+        if not (self._adds or self._dels or self._ops or self._syncs):
             return
         self.current_ticket += 1
-        batch = (self.current_ticket, list(self._adds.values()), self._dels, self._ops)
-        self._adds, self._dels, self._ops = {}, [], []
+        batch = (self.current_ticket, list(self._adds.values()), self._dels, self._ops, self._syncs)
+        self._adds, self._dels, self._ops, self._syncs = {}, [], [], []
         with self._cond:
             self._queue.append(batch)
             self._cond.notify()
@@ -205,9 +218,15 @@ class SqliteStore(MemoryStore):
                     return
                 batches, self._queue = self._queue, []
             ticket = batches[-1][0]
+            fds = {fd for b in batches for fd in b[4]}
+            for fd in fds:
+                try:
+                    os.fsync(fd)
+                except OSError:  # closed meanwhile (stream deleted): nothing left to keep
+                    pass
             try:
                 db.execute("BEGIN")
-                for _, adds, dels, ops in batches:
+                for _, adds, dels, ops, _syncs in batches:
                     # metadata first in order; purges/deletes of queues precede later adds
                     for sql, params in ops:
                         db.execute(sql, params)

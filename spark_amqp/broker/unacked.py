@@ -94,6 +94,21 @@ class Unacked:
                 owners = list(compress(owners, keep))
         return tags, msgs, owners
 
+    def owners_upto(self, tag: int, multiple: bool) -> set:
+        """The distinct owners a nack/reject of ``tag`` (``multiple``: every tag up to it,
+        tag 0 = all) would settle, without removing anything; empty when none."""
+        if multiple and tag == 0:
+            i = len(self.tags) - 1
+        else:
+            i = self._index(tag)
+            if i < 0:
+                return set()
+            if not multiple:
+                return {self.owners[i]}
+        out = set(self.owners[self.head:i + 1])
+        out.discard(None)
+        return out
+
     def take_one(self, tag: int) -> tuple[list, list, list] | None:
         """Remove outstanding ``tag``: a one-entry batch, or None when it is not outstanding."""
         i = self._index(tag)

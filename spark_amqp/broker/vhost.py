@@ -22,6 +22,7 @@ from ..protocol.values import Typed
 from .exchange import EXCHANGE_TYPES, Binding, Exchange, check_binding_arguments
 from .message import Message, route_enc
 from .queue import Queue
+from .stream_queue import STREAM_EQUIV_ARGS, StreamQueue, check_stream_declare
 
 __all__ = ["VHost"]
 
@@ -172,11 +173,13 @@ class VHost:
                                              f"declaration.", cid, mid)
                     raise PreconditionFailed(f"inequivalent arg '{what}' for queue '{name}' in vhost '{self.name}': "
                                              f"received '{_b(got)}' but current is '{_b(have)}'", cid, mid)
-            for a in _QUEUE_EQUIV_ARGS:
+            for a in (_QUEUE_EQUIV_ARGS + STREAM_EQUIV_ARGS if q.stream else _QUEUE_EQUIV_ARGS):
                 have, got = q.arguments.get(a), (arguments or {}).get(a)
                 if a == "x-queue-type":
-                    have, got = have or "classic", got or "classic"
-                if _norm(have) != _norm(got):
+                    differ = _norm(have or "classic") != _norm(got or "classic")
+                else:
+                    differ = _norm(have) != _norm(got)
+                if differ:
                     raise PreconditionFailed(f"inequivalent arg '{a}' for queue '{name}' in vhost '{self.name}': "
                                              f"received {_describe(got)} but current is {_describe(have)}", cid, mid)
             q.touch()
@@ -185,9 +188,11 @@ class VHost:
         qt = args.get("x-queue-type")
         if isinstance(qt, bytes):
             qt = qt.decode()
-        if qt is not None and qt not in ("classic", "quorum"):
+        if qt is not None and qt not in ("classic", "quorum", "stream"):
             raise PreconditionFailed(f"invalid arg 'x-queue-type' for queue '{name}' in vhost '{self.name}': "
-                                     f"'{qt}' is not one of classic, quorum", cid, mid)
+                                     f"'{qt}' is not one of classic, quorum, stream", cid, mid)
+        if qt == "stream":
+            check_stream_declare(name, self.name, durable, exclusive, auto_delete, args)
         if qt == "quorum":
             if not durable:
                 raise PreconditionFailed(f"invalid property 'non-durable' for queue '{name}' in vhost '{self.name}'", cid, mid)
@@ -198,7 +203,7 @@ class VHost:
             if "x-max-priority" in args:
                 raise PreconditionFailed(f"invalid arg 'x-max-priority' for queue '{name}' in vhost '{self.name}' "
                                          f"of queue type rabbit_quorum_queue", cid, mid)
-        q = Queue(self.broker, self, name, durable, conn if exclusive else None, auto_delete, args)
+        q = new_queue(self.broker, self, name, durable, conn if exclusive else None, auto_delete, args)
         self.queues[name] = q
         if exclusive and conn is not None:
             conn.exclusive_queues.append(q)
@@ -211,7 +216,7 @@ class VHost:
         bindings and messages. Returns the ready-message count (queue.delete-ok)."""
         if q.deleted:
             return 0
-        n = q.message_count
+        n = 0 if q.stream else q.message_count   # RabbitMQ 3.10.8: delete-ok of a stream says 0
         q.deleted = True
         q.cancel_timers()
         self.queues.pop(q.name, None)
@@ -301,14 +306,14 @@ class VHost:
         if not dests and x.alternate is not None:
             ae = self.exchanges.get(x.alternate)
             dests = (ae,) if ae is not None else ()
-        if len(dests) == 1 and type(dests[0]) is Queue:
+        if len(dests) == 1 and type(dests[0]) in _QUEUE_TYPES:
             return [dests[0]]
         queues: list[Queue] = []
         seen_x = {id(x)}
         work = list(dests)
         while work:
             d = work.pop(0)
-            if type(d) is Queue:
+            if type(d) in _QUEUE_TYPES:
                 if d not in queues:
                     queues.append(d)
                 continue
@@ -373,6 +378,18 @@ class VHost:
         if reason != "rejected" and q in targets and q.dlx is not None:
             targets = [t for t in targets if t is not q]
         self.broker.enqueue(targets, new)
+
+
+_QUEUE_TYPES = (Queue, StreamQueue)
+
+
+def new_queue(broker, vhost: VHost, name: str, durable: bool, exclusive_owner, auto_delete: bool,
+              arguments: dict) -> Queue:
+    """A :class:`Queue`, or a :class:`StreamQueue` when ``x-queue-type`` is ``stream``
+    (declare and recovery). Raises PreconditionFailed (406) for invalid arguments."""
+    qt = _norm((arguments or {}).get("x-queue-type"))
+    cls = StreamQueue if qt == "stream" else Queue
+    return cls(broker, vhost, name, durable, exclusive_owner, auto_delete, arguments)
 
 
 def _s(v: Any) -> Any:

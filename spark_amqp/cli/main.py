@@ -4,7 +4,8 @@ Subcommands, one per module:
 
 - ``broker``  (:mod:`.broker`)  run the embedded AMQP 0-9-1 broker in the foreground;
 - ``publish`` (:mod:`.publish`) publish lines / JSON lines / the NYC flights under confirms;
-- ``consume`` (:mod:`.consume`) print or count the messages of a queue.
+- ``consume`` (:mod:`.consume`) print or count the messages of a queue;
+- ``streams`` (:mod:`.streams`) super streams and stream offsets.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .. import __version__
 from .broker import broker
 from .consume import consume
 from .publish import publish
+from .streams import streams
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -26,6 +28,7 @@ def cli() -> None:
 cli.add_command(broker)
 cli.add_command(publish)
 cli.add_command(consume)
+cli.add_command(streams)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,295 @@
+"""Stream queues: publish with confirms, then read the whole stream, on both brokers.
+
+``python -m spark_amqp.bench.streams [--messages 300000] [--size 200] [--consumers 1,2,4]
+[--brokers embedded,rabbitmq] [--url amqp://...] [--rss-mb 0]``
+
+Per broker (the embedded broker in its own process with a data directory, so its streams are
+segment files as RabbitMQ's are; RabbitMQ at ``--url``):
+
+1. publish ``--messages`` bodies of ``--size`` bytes into a new stream with the project's
+   client (publisher confirms, batches of 20,000): msgs/s;
+2. read the whole stream from ``first`` with 1, 2 and 4 concurrent consumers (each on its own
+   connection and thread, each reading every message: prefetch 1,000, ``basic.ack multiple``
+   every 100 messages), through pika's BlockingConnection and through the project's client:
+   deliveries/s over all consumers (wall time from the first basic.consume);
+3. the baseline: the same messages in a classic queue, read once by one consumer with the same
+   prefetch/ack pattern (a classic queue is consumed destructively: refilled for each client);
+4. the broker's peak RSS sampled every 50 ms during the reads (``/proc/<pid>/status`` VmRSS;
+   RabbitMQ = its ``beam.smp``).
+
+``--rss-mb N`` (embedded only) adds the memory check of issue 12: an N MB stream (8 KB
+bodies) read from ``first`` by one consumer; printed: the broker's RSS before and its peak
+during the read (a stream is read from its segment files with ``pread``, not held in memory).
+
+Printed: one table, rows = what was measured, columns = brokers, plus embedded/RabbitMQ and
+stream/classic ratios. Linux only for the RSS figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+from .common import BrokerProcess
+from .source import DEFAULT_URL
+
+PREFETCH = 1000
+ACK_EVERY = 100
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def rabbitmq_pid() -> int | None:
+    """The pid of RabbitMQ's ``beam.smp`` on this machine, or None."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if b"beam.smp" in f.read() :
+                        return int(d)
+            except OSError:
+                continue
+    return None
+
+
+class RssPeak:
+    """Max VmRSS (MB) of ``pid`` sampled every 50 ms while the block runs."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.peak_kb = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "RssPeak":
+        if self.pid:
+            self._t = threading.Thread(target=self._run, daemon=True)
+            self._t.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kb = max(self.peak_kb, _rss_kb(self.pid))
+            self._stop.wait(0.05)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self.pid:
+            self._t.join()
+            self.peak_kb = max(self.peak_kb, _rss_kb(self.pid))
+
+    @property
+    def mb(self) -> float:
+        return self.peak_kb / 1024
+
+
+def publish(url: str, queue: str, n: int, body: bytes) -> float:
+    """Publish ``n`` copies of ``body`` to ``queue`` with confirms; seconds taken."""
+    from ..client import connect
+
+    t0 = time.perf_counter()
+    with connect(url) as c:
+        ch = c.channel()
+        ch.confirm_select()
+        left = n
+        while left:
+            k = min(left, 20000)
+            ch.publish_batch([(body,)] * k, routing_key=queue)
+            res = ch.wait_for_confirms(timeout=300)
+            if res.nacked:
+                raise RuntimeError(f"{len(res.nacked)} publishes nacked")
+            left -= k
+    return time.perf_counter() - t0
+
+
+def read_ours(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
+    """Read ``n`` messages of ``queue`` with the project's client (prefetch/ack as above)."""
+    from ..client import connect
+
+    with connect(url) as c:
+        ch = c.channel()
+        ch.basic_qos(PREFETCH)
+        start.wait()
+        ch.basic_consume(queue, arguments=args)
+        got = acked = 0
+        deadline = time.monotonic() + 600
+        while got < n:
+            batch = ch.drain(None, 1.0)
+            if not batch:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"read {got} of {n} messages")
+                continue
+            got += len(batch)
+            if got - acked >= ACK_EVERY:
+                ch.basic_ack(batch[-1].delivery_tag, multiple=True)
+                acked = got
+
+
+def read_pika(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
+    """Read ``n`` messages of ``queue`` with pika's BlockingConnection (ack every 100)."""
+    import pika
+
+    c = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=PREFETCH)
+        count = [0]
+
+        def on(ch_, method, _props, _body) -> None:
+            count[0] += 1
+            if count[0] % ACK_EVERY == 0:
+                ch_.basic_ack(method.delivery_tag, multiple=True)
+
+        start.wait()
+        ch.basic_consume(queue, on, arguments=args)
+        deadline = time.monotonic() + 600
+        while count[0] < n:
+            c.process_data_events(time_limit=0.1)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {count[0]} of {n} messages")
+    finally:
+        c.close()
+
+
+READERS = {"pika": read_pika, "spark-amqp client": read_ours}
+
+
+def concurrent_read(reader, url: str, queue: str, n: int, consumers: int, args: dict | None) -> float:
+    """Deliveries/s of ``consumers`` readers each reading ``n`` messages (threads)."""
+    start = threading.Barrier(consumers + 1)
+    errors: list = []
+
+    def run() -> None:
+        try:
+            reader(url, queue, n, args, start)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            start.abort()
+
+    threads = [threading.Thread(target=run) for _ in range(consumers)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return consumers * n / (time.perf_counter() - t0)
+
+
+def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: list[int]) -> dict:
+    """Every figure for one broker: {row label: value}."""
+    from ..client import connect
+
+    body = b"x" * size
+    out: dict = {}
+    stream = f"bench-stream-{uuid.uuid4().hex[:8]}"
+    classic = f"bench-classic-{uuid.uuid4().hex[:8]}"
+    with connect(url) as c:
+        ch = c.channel()
+        ch.queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
+        ch.queue_declare(classic, durable=True)
+    peak = RssPeak(pid)
+    try:
+        out["publish with confirms into the stream (msgs/s)"] = n / publish(url, stream, n, body)
+        with peak:
+            for client, reader in READERS.items():
+                for k in consumer_counts:
+                    rate = concurrent_read(reader, url, stream, n, k, {"x-stream-offset": "first"})
+                    out[f"stream read, {k} consumer(s), {client} (deliveries/s)"] = rate
+                    print(f"  {client:<18} stream  x{k}: {rate:>10,.0f} deliveries/s", flush=True)
+                publish(url, classic, n, body)
+                rate = concurrent_read(reader, url, classic, n, 1, None)
+                out[f"classic queue read, 1 consumer, {client} (deliveries/s)"] = rate
+                print(f"  {client:<18} classic x1: {rate:>10,.0f} deliveries/s", flush=True)
+        if pid:
+            out["broker peak RSS during the reads (MB)"] = peak.mb
+    finally:
+        with connect(url) as c:
+            ch = c.channel()
+            ch.queue_delete(stream)
+            ch.queue_delete(classic)
+    return out
+
+
+def rss_check(mb: int) -> tuple[float, float, float]:
+    """(stream MB, broker RSS MB before the read, peak RSS MB during it) for an ``mb`` MB stream
+    on the embedded broker (data directory in a temporary directory)."""
+    size = 8192
+    n = mb * 1024 * 1024 // size
+    with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, BrokerProcess(data_dir=d) as b:
+        from ..client import connect
+
+        q = "rss-stream"
+        with connect(b.url) as c:
+            c.channel().queue_declare(q, durable=True, arguments={"x-queue-type": "stream"})
+        publish(b.url, q, n, b"y" * size)
+        before = _rss_kb(b.pid) / 1024
+        with RssPeak(b.pid) as peak:
+            concurrent_read(read_ours, b.url, q, n, 1, {"x-stream-offset": "first"})
+        on_disk = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+        return on_disk / 2 ** 20, before, peak.mb
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", default=os.environ.get("SPARK_AMQP_RABBITMQ_URL", DEFAULT_URL),
+                    help="RabbitMQ's AMQP URI")
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--size", type=int, default=200, help="body bytes")
+    ap.add_argument("--consumers", default="1,2,4", help="comma-separated concurrent reader counts")
+    ap.add_argument("--brokers", default="embedded,rabbitmq")
+    ap.add_argument("--rss-mb", type=int, default=0,
+                    help="also read an N MB stream on the embedded broker and report its RSS")
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.consumers.split(",")]
+    brokers = args.brokers.split(",")
+    print(f"messages={args.messages:,} body={args.size}B prefetch={PREFETCH} ack every {ACK_EVERY}")
+    results: dict[str, dict] = {}
+    for name in brokers:
+        print(f"{name}:", flush=True)
+        if name == "embedded":
+            with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, BrokerProcess(data_dir=d) as b:
+                results[name] = bench_broker(b.url, b.pid, args.messages, args.size, counts)
+        else:
+            results[name] = bench_broker(args.url, rabbitmq_pid(), args.messages, args.size, counts)
+    rows = list(dict.fromkeys(k for r in results.values() for k in r))
+    head = f"{'':<62}" + "".join(f"{b:>14}" for b in brokers)
+    both = "embedded" in results and "rabbitmq" in results
+    print()
+    print(head + ("   embedded/RabbitMQ" if both else ""))
+    for row in rows:
+        line = f"{row:<62}" + "".join(f"{results[b].get(row, float('nan')):>14,.0f}" for b in brokers)
+        if both and row in results["embedded"] and row in results["rabbitmq"]:
+            line += f"   {results['embedded'][row] / results['rabbitmq'][row]:>8.2f}x"
+        print(line)
+    for b in brokers:
+        r = results[b]
+        for client in READERS:
+            s = r.get(f"stream read, 1 consumer(s), {client} (deliveries/s)")
+            c = r.get(f"classic queue read, 1 consumer, {client} (deliveries/s)")
+            if s and c:
+                print(f"{b}: stream / classic-queue read, 1 consumer, {client}: {s / c:.2f}x")
+    if args.rss_mb:
+        disk, before, peak = rss_check(args.rss_mb)
+        print(f"embedded broker, a {disk:,.0f} MB stream read from first: RSS {before:,.0f} MB before, "
+              f"peak {peak:,.0f} MB during the read")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

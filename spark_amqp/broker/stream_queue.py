@@ -1,0 +1,339 @@
+"""A stream queue (``x-queue-type=stream``) as RabbitMQ 3.10.8 serves it over AMQP 0-9-1.
+
+The queue side of :mod:`.stream`: declare arguments, consumers reading from their own
+``x-stream-offset`` position with prefetch as credit, and the refusals RabbitMQ answers for
+what a stream cannot do. Reply codes and texts were checked on RabbitMQ 3.10.8 with pika
+(tests/broker/conformance/test_streams.py runs the same assertions on both brokers; facts in
+/work/shared/reference/rabbitmq-streams-over-0-9-1.md):
+
+- declare: durable, not exclusive, not auto-delete (406 "invalid property ..."); arguments
+  ``x-max-length-bytes``, ``x-max-age``, ``x-stream-max-segment-size-bytes``,
+  ``x-initial-cluster-size``, ``x-queue-leader-locator``; classic-queue arguments are 406;
+- consume: a per-consumer prefetch is required (406); ``no_ack``, global QoS next to a
+  consumer prefetch, ``basic.get``, ``queue.purge``, ``basic.nack``/``basic.reject`` are 540
+  (connection); ``basic.recover`` with unacked stream deliveries is 541; acks only give credit
+  back, nothing is ever requeued or redelivered;
+- ``x-stream-offset``: ``first`` / ``last`` / ``next`` (the default), an integer offset, an
+  AMQP timestamp (seconds), an interval string (``"1h"``, ``"7D"``: now minus it). An interval
+  string with value 0 or an unknown unit is 406 ``invalid_stream_offset_arg``; a string
+  without leading digits, a boolean or an array closes the connection with 541 INTERNAL_ERROR
+  as RabbitMQ 3.10.8 does (its parser crashes), with a reply text here that names the
+  argument and the accepted values.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+
+from ..protocol.errors import AMQPNotImplemented, InternalError, PreconditionFailed
+from .queue import Queue
+from .stream import DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, parse_max_age
+
+__all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
+
+#: At most this many messages go to one consumer per dispatch round.
+DISPATCH_MAX = 2048
+
+
+class StreamEntry:
+    """One message read from a stream, in the shape :class:`~.channel.Channel` delivers
+    (``enc``, ``props_raw`` with the ``x-stream-offset`` header, ``body``)."""
+
+    __slots__ = ("enc", "props_raw", "body", "offset")
+    redelivered = False
+    delivery_count = 0
+
+    def __init__(self, enc: bytes, props_raw: bytes, body: bytes, offset: int):
+        self.enc = enc
+        self.props_raw = props_raw
+        self.body = body
+        self.offset = offset
+
+
+def _where(name: str, vhost: str) -> str:
+    return f"queue '{name}' in vhost '{vhost}'"
+
+
+def resolve_offset(log: StreamLog, spec, now: float | None = None) -> int:
+    """The offset a new consumer starts at for consumer argument ``x-stream-offset`` = ``spec``.
+
+    ``None``/``"next"``: the end; ``"first"``: the first retained offset; ``"last"``: the first
+    offset of the last chunk; an int: that offset (below the retained start: the start; above
+    the end: it waits there); a ``datetime`` (AMQP timestamp): the first chunk written at or
+    after it; an interval string ``<int><unit>`` (units Y M D h m s): now minus it.
+    Raises ValueError for anything else. Source: RabbitMQ docs "Streams", osiris_log offset specs.
+    """
+    if spec is None:
+        return log.end
+    if isinstance(spec, (bytes, bytearray)):
+        spec = bytes(spec).decode("utf-8", "replace")
+    if isinstance(spec, bool):
+        raise ValueError(spec)
+    if isinstance(spec, int):
+        return max(spec, log.first)
+    if isinstance(spec, _dt.datetime):
+        if spec.tzinfo is None:
+            spec = spec.replace(tzinfo=_dt.timezone.utc)
+        return _at_time(log, spec.timestamp())
+    if isinstance(spec, str):
+        if spec == "first":
+            return log.first
+        if spec == "last":
+            return log.last_chunk_start()
+        if spec == "next":
+            return log.end
+        secs = parse_max_age(spec)
+        if secs is not None:
+            return _at_time(log, (time.time() if now is None else now) - secs)
+    raise ValueError(spec)
+
+
+def _at_time(log: StreamLog, ts: float) -> int:
+    return log.offset_for_timestamp(int(ts * 1000))
+
+
+#: Arguments RabbitMQ 3.10.8 refuses on a stream: 406 "invalid arg 'x-max-length' for queue 'q'
+#: in vhost '/' of queue type rabbit_stream_queue".
+UNSUPPORTED_ARGS = ("x-max-length", "x-message-ttl", "x-overflow", "x-dead-letter-exchange",
+                    "x-dead-letter-routing-key", "x-expires", "x-max-priority",
+                    "x-single-active-consumer", "x-delivery-limit", "x-queue-mode",
+                    "x-max-in-memory-length", "x-max-in-memory-bytes", "x-queue-master-locator")
+#: Stream arguments compared on a redeclare (406 "inequivalent arg ..."), besides the common ones.
+STREAM_EQUIV_ARGS = ("x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size")
+_LEADER_LOCATORS = ("client-local", "balanced", "random", "least-leaders")
+
+
+def _amqp_type(v) -> str:
+    """RabbitMQ's name of the AMQP field type ``v`` arrived as (for its error texts)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "signedint" if -2 ** 31 <= v < 2 ** 31 else "long"
+    if isinstance(v, (str, bytes)):
+        return "longstr"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "table"
+    if isinstance(v, _dt.datetime):
+        return "timestamp"
+    return type(v).__name__
+
+
+def _int_arg(args: dict, key: str, where: str, cid: int, mid: int, zero_ok: bool = True) -> int | None:
+    v = args.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PreconditionFailed(f"invalid arg '{key}' for {where}: \"expected integer, got {_amqp_type(v)}\"",
+                                 cid, mid)
+    if v < 0:
+        raise PreconditionFailed(f"invalid arg '{key}' for {where}: {{value_negative,{v}}}", cid, mid)
+    if v == 0 and not zero_ok:
+        raise PreconditionFailed(f"invalid arg '{key}' for {where}: {{value_zero,0}}", cid, mid)
+    return v
+
+
+def _interval(v, what: str, where: str, cid: int, mid: int) -> float | None:
+    """Seconds of an interval string, None when it is not a valid one; 541 (connection) for a
+    string without leading digits, which crashes RabbitMQ 3.10.8's parser
+    (``rabbit_amqqueue:check_max_age/1`` calls ``list_to_integer("")``)."""
+    if isinstance(v, (bytes, bytearray)):
+        v = bytes(v).decode("utf-8", "replace")
+    if not v[:1].isdigit():
+        raise InternalError(f"invalid {what} {v!r} for {where}: an interval must start with "
+                            f"digits, like '7D' (units Y, M, D, h, m, s)", cid, mid)
+    return parse_max_age(v)
+
+
+def check_stream_declare(name: str, vhost: str, durable: bool, exclusive: bool, auto_delete: bool,
+                         args: dict) -> tuple[int | None, int | None, float | None]:
+    """Validate a queue.declare of a stream; returns (segment size, max bytes, max age in s).
+
+    Raises PreconditionFailed (406) with RabbitMQ 3.10.8's texts: non-durable, exclusive,
+    auto-delete; classic-queue arguments ("... of queue type rabbit_stream_queue"); negative
+    or non-integer sizes; ``x-stream-max-segment-size-bytes`` above 3,000,000,000; a bad
+    ``x-max-age`` or ``x-queue-leader-locator``; InternalError (541) for an ``x-max-age``
+    without leading digits (as RabbitMQ)."""
+    cid, mid = 50, 10
+    where = _where(name, vhost)
+    for prop, bad in (("non-durable", not durable), ("exclusive-owner", exclusive), ("auto-delete", auto_delete)):
+        if bad:
+            raise PreconditionFailed(f"invalid property '{prop}' for {where}", cid, mid)
+    for a in UNSUPPORTED_ARGS:
+        if a in args:
+            raise PreconditionFailed(f"invalid arg '{a}' for {where} of queue type rabbit_stream_queue", cid, mid)
+    max_bytes = _int_arg(args, "x-max-length-bytes", where, cid, mid)
+    seg = _int_arg(args, "x-stream-max-segment-size-bytes", where, cid, mid)
+    if seg is not None and seg > MAX_SEGMENT_BYTES:
+        raise PreconditionFailed("Exceeded max value for x-stream-max-segment-size-bytes", cid, mid)
+    _int_arg(args, "x-initial-cluster-size", where, cid, mid, zero_ok=False)
+    loc = args.get("x-queue-leader-locator")
+    if loc is not None:
+        if isinstance(loc, bytes):
+            loc = loc.decode("utf-8", "replace")
+        if loc not in _LEADER_LOCATORS:
+            raise PreconditionFailed(f"invalid arg 'x-queue-leader-locator' for {where}: invalid_queue_locator_arg",
+                                     cid, mid)
+    age = args.get("x-max-age")
+    max_age = None
+    if age is not None:
+        if not isinstance(age, (str, bytes)):
+            raise PreconditionFailed(f"invalid arg 'x-max-age' for {where}: {{unacceptable_type,{_amqp_type(age)}}}",
+                                     cid, mid)
+        max_age = _interval(age, "x-max-age", where, cid, mid)
+        if not max_age:
+            raise PreconditionFailed(f"invalid arg 'x-max-age' for {where}: invalid_max_age", cid, mid)
+    return seg, max_bytes, max_age
+
+
+class StreamQueue(Queue):
+    """A stream: a :class:`~.stream.StreamLog` plus consumers with their own positions.
+
+    Raises PreconditionFailed (406) for invalid declare arguments.
+    """
+
+    stream = True
+
+    def __init__(self, broker, vhost, name: str, durable: bool = True, exclusive_owner=None,
+                 auto_delete: bool = False, arguments: dict | None = None):
+        args = dict(arguments or {})
+        seg, max_bytes, max_age = check_stream_declare(name, vhost.name, durable, exclusive_owner is not None,
+                                                       auto_delete, args)
+        # the classic-queue settings do not apply to a stream
+        base_args = {k: v for k, v in args.items() if k in ("x-queue-type",)}
+        super().__init__(broker, vhost, name, durable, exclusive_owner, auto_delete, base_args)
+        self.arguments = args
+        self.plain = False
+        self.queue_type = "stream"
+        directory = None
+        if broker.data_dir and broker.store.durable:
+            directory = StreamLog.directory_for(broker.data_dir, vhost.name, name)
+        self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
+                             max_bytes, max_age)
+        self.on_disk = directory is not None
+
+    # ------------------------------------------------------------------ counts
+    @property
+    def message_count(self) -> int:
+        return self.log.message_count
+
+    # ------------------------------------------------------------------ publishing
+    def append(self, msg) -> int:
+        """Store ``msg`` at the next offset; returns the store ticket its confirm waits for."""
+        enc = msg.enc
+        if enc is None:
+            from .message import route_enc
+            enc = route_enc(msg.exchange, msg.routing_key)
+        pend = self.log.pending
+        pend.append((enc, msg.props_raw, msg.body))
+        b = self.broker
+        if len(pend) == 1:
+            # sealed into a chunk in this tick (Broker._tick), before the store's batch
+            b.pending_streams[id(self)] = self
+            b.mark_queue(self)
+        return b.store.current_ticket + 1 if self.on_disk else 0
+
+    def enqueue(self, msg) -> None:
+        self.append(msg)
+
+    def seal(self) -> None:
+        """Write pending messages as chunks; register the fsync with the store's next batch."""
+        log = self.log
+        if log.seal() and log.unsynced:
+            self.broker.store.add_sync(log.take_unsynced())
+
+    # ------------------------------------------------------------------ settling: credit only
+    def settle(self, msg) -> None:
+        self.unacked_count -= 1
+
+    def settle_many(self, msgs) -> None:
+        self.unacked_count -= len(msgs)
+
+    def forget_many(self, msgs) -> None:
+        pass
+
+    def _forget(self, msg) -> None:
+        pass
+
+    def reject(self, msg, requeue: bool) -> None:
+        self.unacked_count -= 1
+
+    def requeue(self, msgs) -> None:
+        """Returned deliveries (channel closed, nack, reject): a stream never redelivers."""
+
+    def purge(self) -> int:
+        """Called by queue.delete: drop the log and its files. (queue.purge itself is refused
+        by the channel, as RabbitMQ does.)"""
+        n = self.log.message_count
+        if self.deleted:
+            self.broker.pending_streams.pop(id(self), None)
+            self.log.destroy()
+        return n
+
+    def get(self):
+        raise AMQPNotImplemented(f"basic.get not supported by stream queues {_where(self.name, self.vhost.name)}",
+                                 60, 70)
+
+    def cancel_timers(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ consuming
+    def check_consume(self, channel, no_ack: bool, arguments: dict) -> int:
+        """Validate a basic.consume on this stream; returns the starting offset.
+
+        Raises 406 without a per-consumer prefetch, 540 (connection) for no_ack, 541
+        (connection, as RabbitMQ 3.10.8) for an invalid ``x-stream-offset``."""
+        cid, mid = 60, 20
+        where = _where(self.name, self.vhost.name)
+        if no_ack:
+            raise AMQPNotImplemented(f"automatic acknowledgement not supported by stream queues {where}", cid, mid)
+        if not channel.prefetch_consumer:
+            raise PreconditionFailed(f"consumer prefetch count is not set for '{where}'", cid, mid)
+        if channel.prefetch_global:
+            raise AMQPNotImplemented(f"{where} does not support global qos", cid, mid)
+        spec = arguments.get("x-stream-offset")
+        if isinstance(spec, (bytes, bytearray)):
+            spec = bytes(spec).decode("utf-8", "replace")
+        if isinstance(spec, str) and spec not in ("first", "last", "next"):
+            secs = _interval(spec, "x-stream-offset", where, cid, mid)
+            if not secs:
+                raise PreconditionFailed(f"invalid arg 'x-stream-offset' for {where}: "
+                                         f"{{invalid_stream_offset_arg,{{longstr,<<\"{spec}\">>}}}}", cid, mid)
+        try:
+            return resolve_offset(self.log, spec)
+        except ValueError:
+            raise InternalError(f"invalid x-stream-offset {spec!r} ({_amqp_type(spec)}) for a "
+                                f"consumer of {where}: use first, last, next, an integer offset, a timestamp or "
+                                f"an interval like '1h' / '7D'", cid, mid) from None
+
+    def dispatch(self) -> None:
+        """Deliver to every consumer that has credit, from its own position."""
+        log = self.log
+        if log.pending:
+            self.seal()
+        nxt = log.next
+        more = False
+        for c in self.consumers:
+            pos = c.stream_pos
+            if pos >= nxt:
+                continue
+            ch = c.channel
+            if not ch.can_deliver:
+                continue
+            credit = c.prefetch - c.unacked
+            if credit <= 0:
+                continue
+            if credit > DISPATCH_MAX:
+                # a big prefetch is served over several rounds, so the connection's output
+                # is written (and its flow control seen) between them
+                credit = DISPATCH_MAX
+                more = True
+            start, entries = log.read(pos, credit)
+            if not entries:
+                continue
+            c.stream_pos = start + len(entries)
+            ch.deliver_stream(c, entries, start, self)
+        if more:
+            self.broker.mark_queue(self)
