@@ -341,6 +341,8 @@ def test_super_stream_routing_matches_known_hashes():
         for n in (1, 2, 3, 5, 7):
             assert partition_index(k, n) == h % n
     assert negative > 0
+    from spark_amqp.client import streams as client_streams   # the CLI's own murmur3 agrees
+    assert all(client_streams.partition_for(k, 5) == partition_index(k, 5) for k in keys)
     assert partition_name("inv", "hello", 3) == f"inv-{_murmur3_x86_32(b'hello', 104729) % 3}"
     with pytest.raises(ValueError):
         partition_index("k", 0)
