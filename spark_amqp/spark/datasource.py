@@ -2,8 +2,10 @@
 
 Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
 
-* Reading: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its module for
-  the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
+* Reading queues: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its
+  module for the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
+* Reading stream queues (option ``stream``/``superStream``): :mod:`spark_amqp.spark.stream_source`
+  (streaming and batch; options in :mod:`spark_amqp.spark.stream_options`).
 * Writing: ``writer``/``streamWriter`` return the sink's classes from
   :mod:`spark_amqp.spark.sink` (imported lazily).
 
