@@ -105,13 +105,17 @@ def test_batch_read_matches_pika(spark, broker_url, stream):
          for off, body, p in pika_read(broker_url, s, 17, 433)], got.schema)
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     assert got.count() == 433 - 17
+    assert df.rdd.getNumPartitions() == 4                      # minPartitions split the range
 
 
 def test_batch_read_defaults_earliest_to_latest(spark, broker_url, stream):
     s = stream()
     publish(broker_url, s, [b"%d" % i for i in range(64)])
-    df = spark.read.format("amqp").option("uri", broker_url).option("stream", s).load()
-    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(64))
+    df = (spark.read.format("amqp").option("uri", broker_url).option("stream", s)
+          .option("includeHeaders", "false").load())
+    rows = df.select("offset", "headers").collect()
+    assert sorted(r.offset for r in rows) == list(range(64))
+    assert all(r.headers is None for r in rows)
 
 
 def test_batch_read_refusals(spark, broker_url, stream, unique):

@@ -50,7 +50,7 @@ def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
                     # a batch with rows completed, or (rarely) the earlier runs already wrote
                     # everything: then this crash hits an idle query, a valid crash point too
                     wait_until(lambda: p.poll() is not None or any(markers.glob("batch-*"))
-                               or _committed_ids(spark, out) >= N, 240,
+                               or _committed_ids(spark, out) >= N, 420,
                                interval=1.0, what=f"a batch in run {run}")
                 except AssertionError as e:
                     raise AssertionError(f"{e}\n{dump_group_stacks(p)}\n----- runner.log tail\n"
