@@ -29,6 +29,23 @@ def _committed_ids(spark, out) -> int:
     return spark.read.schema("id string").parquet(str(out)).count()
 
 
+def _progress(p, markers, spark, out):
+    """Predicate of one run: a batch with rows completed (or the process died, which the
+    caller reports), or the sink already holds every row (looked at every 10 s: a Spark job)."""
+    next_look = time.monotonic() + 20
+
+    def pred():
+        nonlocal next_look
+        if p.poll() is not None or any(markers.glob("batch-*")):
+            return True
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + 10
+            return _committed_ids(spark, out) >= N
+        return False
+
+    return pred
+
+
 def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
     s = unique("crash-stream")
     declare_stream(broker_url, s)
@@ -49,9 +66,8 @@ def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
                 try:
                     # a batch with rows completed, or (rarely) the earlier runs already wrote
                     # everything: then this crash hits an idle query, a valid crash point too
-                    wait_until(lambda: p.poll() is not None or any(markers.glob("batch-*"))
-                               or _committed_ids(spark, out) >= N, 420,
-                               interval=1.0, what=f"a batch in run {run}")
+                    wait_until(_progress(p, markers, spark, out), 420, interval=0.5,
+                               what=f"a batch in run {run}")
                 except AssertionError as e:
                     raise AssertionError(f"{e}\n{dump_group_stacks(p)}\n----- runner.log tail\n"
                                          f"{log.read_text()[-3000:]}") from e
