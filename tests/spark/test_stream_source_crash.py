@@ -46,6 +46,7 @@ def _progress(p, markers, spark, out):
     return pred
 
 
+@pytest.mark.timeout(1800)   # 6 Spark processes in turn: ~5 min on a quiet machine
 def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
     s = unique("crash-stream")
     declare_stream(broker_url, s)
