@@ -10,7 +10,10 @@ channel, sets ``basic.qos(1)`` (a stream consumer must have a prefetch), consume
   all of a 147-message chunk), then nothing more, because the credit is used up. The offset
   of the burst's last delivery + 1 is the tail. The burst is over when nothing arrives for
   ``gap`` seconds (RabbitMQ wrote a 147-message chunk within 0.3 ms here); ending early only
-  underestimates the tail, which is safe (the next probe finds the rest).
+  underestimates the tail, which is safe (the next probe finds the rest). The probe acks what
+  it got before each wait, for brokers that count the prefetch per message (the embedded
+  broker delivers a chunk a prefetch window at a time); on RabbitMQ the ack finds no further
+  chunk, so it changes nothing.
 * ``"first"``: the first delivery is the first retained offset.
 * an AMQP timestamp (seconds): the first delivery is the first offset of the chunk with that
   time (or the first chunk; nothing when the time is after the log's end).
@@ -38,6 +41,8 @@ __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
 
 log = logging.getLogger("spark_amqp.spark.stream_source")
 
+#: basic.qos of a tail probe (see StreamProbe._burst)
+TAIL_PREFETCH = 256
 #: seconds a synchronous method may wait for its reply (see source_consumer.RPC_TIMEOUT)
 RPC_TIMEOUT = 60.0
 
@@ -136,7 +141,9 @@ class StreamProbe:
         ch = self._connection().channel()
         try:
             ch.set_raw_deliveries()
-            ch.basic_qos(1)
+            # a tail probe acks as it goes: a broker that counts the prefetch per message
+            # (the embedded one) sends the rest of the last chunk; RabbitMQ has sent it all
+            ch.basic_qos(1 if gap is None else TAIL_PREFETCH)
             try:
                 ch.basic_consume(stream, arguments={"x-stream-offset": spec})
             except PreconditionFailed as e:
@@ -148,21 +155,25 @@ class StreamProbe:
                 return None
             first_item = items[0]
             last_item = items[-1]
-            if gap is not None:
-                while True:
-                    more = ch.drain(None, gap)
-                    if not more:
-                        break
-                    last_item = more[-1]
             first = stream_offset_of(first_item)
-            last = stream_offset_of(last_item, last=True)
-            if first is None or last is None:
+            if first is None:  # not a stream: give the messages back before anything else
                 try:
                     ch.basic_nack(_last_tag(last_item), multiple=True, requeue=True)
                 except Exception:  # noqa: BLE001
                     pass
                 raise NotAStream(_not_a_stream(stream, "its deliveries carry no "
-                                                           "x-stream-offset header"))
+                                                       "x-stream-offset header"))
+            if gap is not None:
+                while True:
+                    ch.basic_ack(_last_tag(last_item), multiple=True)
+                    more = ch.drain(None, gap)
+                    if not more:
+                        break
+                    last_item = more[-1]
+            last = stream_offset_of(last_item, last=True)
+            if last is None:
+                raise NotAStream(_not_a_stream(stream, "a delivery carries no "
+                                                       "x-stream-offset header"))
             return first, last
         finally:
             try:

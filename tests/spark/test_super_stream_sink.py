@@ -32,7 +32,8 @@ def test_super_stream_write_routes_by_hash_and_reads_back(spark, broker_url, uni
         keys = [f"customer-{i % 17}" for i in range(120)]
         df = spark.createDataFrame([(f"b{i}".encode(), k) for i, k in enumerate(keys)],
                                    "body binary, routing_key string")
-        df.write.format("amqp").option("uri", broker_url).option("superStream", name).save()
+        (df.write.format("amqp").mode("append").option("uri", broker_url)
+         .option("superStream", name).save())
         got = {}
         for i, p in enumerate(parts):
             n = sum(1 for k in keys if partition_index(k, 3) == i)
