@@ -29,6 +29,17 @@ then drained by, in turn:
   and partition sizes and Arrow batches of the same rows, generated on the executors with no
   broker at all: what Spark itself can take on this machine.
 
+With ``--streams 1,2`` each broker also gets the stream-mode rows (issue 13): ``--messages``
+bodies spread over 1 (then 2) stream queues, read by
+
+- **pika stream loop**: pika consuming each stream from ``x-stream-offset: first`` (prefetch
+  1000, ack every 100), the streams one after the other;
+- **stream source**: ``option("stream", ...)``, ``startingOffsets=earliest``,
+  ``trigger(availableNow=True)`` into ``noop`` (executors read their ranges);
+- **driver bytes**: the stream reader's driver calls replayed in this process (the same
+  ``prepareForTriggerAvailableNow``/``latestOffset`` per trigger), counting the bytes its
+  probe connection received, against the bytes of the messages read.
+
 The queue is refilled before each contender. The embedded broker runs in a subprocess (its own
 interpreter, like RabbitMQ). Rates are rows (messages) per second. Targets (issue 4): the
 source >= 1.5x the pika loop and >= 0.5x the ceiling.
@@ -165,6 +176,93 @@ def _partition_rows(args) -> int:
     return min(args.per_partition or DEFAULT_MAX_PER_PARTITION, by_bytes)
 
 
+def pika_stream_loop(url: str, streams: list, per_stream: int) -> float:
+    """Seconds for pika to read ``per_stream`` messages from each stream, from ``first``."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    t0 = time.perf_counter()
+    for s in streams:
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=1000)
+        state = {"n": 0}
+
+        def on_msg(chan, method, props, body, state=state):
+            state["n"] += 1
+            if state["n"] % 100 == 0 or state["n"] == per_stream:
+                chan.basic_ack(method.delivery_tag, multiple=True)
+            if state["n"] >= per_stream:
+                chan.stop_consuming()
+
+        ch.basic_consume(s, on_msg, arguments={"x-stream-offset": "first"})
+        ch.start_consuming()
+        ch.close()
+    dt = time.perf_counter() - t0
+    conn.close()
+    return dt
+
+
+def driver_bytes(url: str, streams: list, args) -> int:
+    """Bytes the stream reader's driver receives for a Trigger.AvailableNow run over
+    ``streams`` (its calls replayed here, no Spark)."""
+    from ..spark.stream_options import parse_stream_options
+    from ..spark.stream_source import AmqpStreamSourceReader
+
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    r = AmqpStreamSourceReader(parse_stream_options({
+        "uri": url, "stream": ",".join(streams), "startingOffsets": "earliest",
+        "maxMessagesPerTrigger": str(args.max_per_trigger)}))
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    while True:
+        end = r.latestOffset(start, ReadMaxRows(args.max_per_trigger))
+        if end == start:
+            break
+        r.partitions(start, end)
+        start = end
+    got = r._planner._probe.bytes_received
+    r.stop()
+    return got
+
+
+def stream_contenders(spark, url, k: int, n: int, body: bytes, args, tmpdir):
+    """(pika rate, stream source SparkRun, driver bytes, bytes read) for ``n`` messages over
+    ``k`` new streams (deleted afterwards)."""
+    from ..client import connect
+
+    streams = [f"bench-stream-{uuid.uuid4().hex[:8]}" for _ in range(k)]
+    try:
+        with connect(url) as c:
+            for s in streams:
+                c.channel().queue_declare(s, durable=True,
+                                          arguments={"x-queue-type": "stream"})
+        per = n // k
+        for s in streams:
+            fill_queue(url, s, per, body)
+        t_pika = pika_stream_loop(url, streams, per)
+        print(f"[{url.split('@')[-1]}] pika stream loop ({k} streams): "
+              f"{per * k / t_pika:,.0f} msg/s", flush=True)
+        df = (spark.readStream.format("amqp").option("uri", url)
+              .option("stream", ",".join(streams)).option("startingOffsets", "earliest")
+              .option("maxMessagesPerTrigger", args.max_per_trigger)
+              .option("maxMessagesPerPartition", args.per_partition).load())
+        st = _run_query(spark, df, tmpdir)
+        if st.rows != per * k:
+            print(f"WARNING: stream source read {st.rows} rows, expected {per * k}")
+        print(f"[{url.split('@')[-1]}] stream source ({k} streams): {st.rows / st.wall:,.0f} "
+              f"rows/s wall ({st.batches} batches; {st.phase_text()})", flush=True)
+        drv = driver_bytes(url, streams, args)
+        return per * k / t_pika, st, drv, per * k * len(body)
+    finally:
+        try:
+            with connect(url) as c:
+                for s in streams:
+                    c.channel().queue_delete(s)
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def ceiling_run(spark, args, tmpdir) -> SparkRun:
     spark.dataSource.register(_synthetic_source_class())
     df = (spark.readStream.format("amqp_synthetic").option("rows", args.messages)
@@ -256,6 +354,9 @@ def main(argv=None) -> int:
     ap.add_argument("--queue-type", choices=["classic", "quorum"], default="classic",
                     help="the benchmark queue's x-queue-type (quorum: durable, RabbitMQ docs/"
                          "quorum-queues.md); every contender drains the same kind of queue")
+    ap.add_argument("--streams", default="",
+                    help="comma-separated stream counts for the stream-mode rows, e.g. 1,2 "
+                         "(default: none)")
     ap.add_argument("--cpu", action="store_true",
                     help="also print the CPU-seconds of each kind of process (Spark JVM, source "
                          "runner, Python workers, broker, this process) during each contender "
@@ -282,6 +383,7 @@ def main(argv=None) -> int:
     n = args.messages
     brokers = ["embedded", "rabbitmq"] if args.broker == "both" else [args.broker]
     results = []
+    stream_rows: list = []
     with tempfile.TemporaryDirectory() as tmp:
         # warm up Spark and the Python workers once (first query pays JVM/worker start-up);
         # two partitions so that both local[2] Python workers are started: with one, the
@@ -335,6 +437,12 @@ def main(argv=None) -> int:
                 if args.cpu:
                     print(acct.report(f"the amqp source ({b})"), flush=True)
                 results.append((b, n / t_pika, n / t_alone, src, ceiling, mem.figures))
+
+
+                results.append((b, n / t_pika, n / t_alone, src, ceiling))
+                for k in [int(x) for x in args.streams.split(",") if x.strip()]:
+                    stream_rows.append((b, k, *stream_contenders(spark, url, k, n, body, args,
+                                                                 tmp)))
             finally:
                 try:
                     with connect(url) as c:
@@ -366,6 +474,24 @@ def main(argv=None) -> int:
         print("targets: src/pika >= 1.00x in MB/s with the runner's peak RSS <= 512 MiB")
     else:
         print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
+
+
+    print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
+    if stream_rows:
+        queue_rate = {b: n / src.wall for b, _, _, src, _ in results}
+        print(f"\nstream mode: messages={n} body={args.body_size}B "
+              f"maxMessagesPerTrigger={args.max_per_trigger} "
+              f"maxMessagesPerPartition={args.per_partition}")
+        print(f"{'broker':<10}{'streams':>8}{'pika loop':>12}{'stream src':>12}"
+              f"{'queue src':>11}{'st/pika':>9}{'st/queue':>10}{'driver bytes':>14}"
+              f"{'of read':>9}   (rows/s, wall incl. query start)")
+        for b, k, pika_rate, st, drv, read_bytes in stream_rows:
+            r = n / st.wall
+            print(f"{b:<10}{k:>8}{pika_rate:>12,.0f}{r:>12,.0f}{queue_rate[b]:>11,.0f}"
+                  f"{r / pika_rate:>8.2f}x{r / queue_rate[b]:>9.2f}x{drv:>14,}"
+                  f"{100 * drv / read_bytes:>8.2f}%")
+        print("targets: embedded st/pika >= 1.50x and st/queue >= 1.00x; RabbitMQ st/pika >= "
+              "1.00x; driver bytes < 1% of the bytes read")
     return 0
 
 

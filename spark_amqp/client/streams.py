@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 
@@ -47,37 +46,10 @@ def declare_super_stream(channel, name: str, partitions: int, arguments: dict | 
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit of ``data`` (unsigned int)."""
-    c1, c2 = 0xCC9E2D51, 0x1B873593
-    h = seed & 0xFFFFFFFF
-    n = len(data)
-    nblocks = n // 4
-    for (k,) in struct.iter_unpack("<I", data[:nblocks * 4]):
-        k = (k * c1) & 0xFFFFFFFF
-        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
-        k = (k * c2) & 0xFFFFFFFF
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & 0xFFFFFFFF
-        h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
-    tail = data[nblocks * 4:]
-    k = 0
-    if len(tail) >= 3:
-        k ^= tail[2] << 16
-    if len(tail) >= 2:
-        k ^= tail[1] << 8
-    if tail:
-        k ^= tail[0]
-        k = (k * c1) & 0xFFFFFFFF
-        k = ((k << 15) | (k >> 17)) & 0xFFFFFFFF
-        k = (k * c2) & 0xFFFFFFFF
-        h ^= k
-    h ^= n
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
-    h ^= h >> 16
-    return h
+    """MurmurHash3 x86 32-bit of ``data`` (unsigned int), by the kept ``mmh3`` library."""
+    import mmh3
+
+    return mmh3.hash(data, seed, signed=False)
 
 
 def partition_for(routing_key: str, partitions: int) -> int:

@@ -63,12 +63,17 @@ class PackedColumns:
     Each entry of ``columns`` (keyed by schema column name, without ``queue``/``offset``) is a
     list of ``n`` Python values or a :class:`Const`. ``headers`` rows are dicts (AMQP tables) or
     None, rendered to strings on the executor.
+
+    ``offsets``: the rows' ``offset`` column when they are not consecutive (stream mode: the
+    messages' ``x-stream-offset``, which may have gaps), a sequence of ``n`` ints; None means
+    ``start .. start + n - 1``.
     """
 
     queue: str
     start: int
     n: int
     columns: dict
+    offsets: Any = None
 
 
 def _compact(col: list) -> Any:
@@ -237,9 +242,12 @@ def to_record_batches(p: PackedColumns, max_rows: int = ARROW_BATCH_ROWS) -> Ite
         if name == S.QUEUE:
             arrays.append(pa.repeat(pa.scalar(p.queue, pa.string()), n))
         elif name == S.OFFSET:
-            import numpy as np
+            if p.offsets is not None:
+                arrays.append(pa.array(p.offsets, pa.int64()))
+            else:
+                import numpy as np
 
-            arrays.append(pa.array(np.arange(p.start, p.start + n, dtype=np.int64)))
+                arrays.append(pa.array(np.arange(p.start, p.start + n, dtype=np.int64)))
         elif name == S.HEADERS:
             arrays.append(_array(c[name], n, f.type, _header_rows))
         elif name == S.TIMESTAMP:

@@ -2,8 +2,10 @@
 
 Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
 
-* Reading: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its module for
-  the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
+* Reading queues: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its
+  module for the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
+* Reading stream queues (option ``stream``/``superStream``): :mod:`spark_amqp.spark.stream_source`
+  (streaming and batch; options in :mod:`spark_amqp.spark.stream_options`).
 * Writing: ``writer``/``streamWriter`` return the sink's classes from
   :mod:`spark_amqp.spark.sink` (imported lazily).
 
@@ -41,8 +43,12 @@ class AmqpDataSource(DataSource):
         method; ``streamReader`` then rejects the schema when the query starts.
         """
         from .options import parse_source_options
+        from .stream_options import is_stream_mode, parse_stream_options
 
-        parse_source_options(dict(self.options))
+        if is_stream_mode(self.options):
+            parse_stream_options(dict(self.options))
+        else:
+            parse_source_options(dict(self.options))
         return _schema.source_schema()
 
     def streamReader(self, schema):
@@ -52,16 +58,35 @@ class AmqpDataSource(DataSource):
         source's (see :func:`spark_amqp.spark.schema.check_user_schema`).
         """
         from .options import parse_source_options
-        from .source import AmqpStreamReader
+        from .stream_options import is_stream_mode, parse_stream_options
 
         _schema.check_user_schema(schema)
+        if is_stream_mode(self.options):
+            from .stream_source import AmqpStreamSourceReader
+
+            return AmqpStreamSourceReader(parse_stream_options(dict(self.options)))
+        from .source import AmqpStreamReader
+
         return AmqpStreamReader(parse_source_options(dict(self.options)))
 
     def reader(self, schema):
-        """Batch reads are not supported: a queue is not a replayable table."""
-        raise NotImplementedError(
-            "The amqp source is streaming only: use spark.readStream.format('amqp') "
-            "(with trigger(availableNow=True) to drain what is in the queues and stop).")
+        """Batch reader: stream mode only (:class:`.stream_source.AmqpStreamBatchReader`).
+
+        Raises ``ValueError`` for the queue mode: a classic or quorum queue is not a
+        replayable table (reading it consumes it)."""
+        from .stream_options import is_stream_mode, parse_stream_options
+
+        _schema.check_user_schema(schema)
+        if not is_stream_mode(self.options):
+            raise ValueError(
+                "Batch reads (spark.read) of the amqp source need a stream queue: a classic or "
+                "quorum queue ('queue'/'queues') cannot be re-read, reading it would consume "
+                "it. Use spark.readStream.format('amqp') with trigger(availableNow=True) to "
+                "drain a queue once, or declare a stream (x-queue-type=stream) and read it "
+                "with option 'stream' (startingOffsets/endingOffsets).")
+        from .stream_source import AmqpStreamBatchReader
+
+        return AmqpStreamBatchReader(parse_stream_options(dict(self.options)))
 
     def writer(self, schema, overwrite: bool):
         """Batch writer: ``spark_amqp.spark.sink.AmqpWriter(options, schema, overwrite)``."""

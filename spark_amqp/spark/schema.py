@@ -12,7 +12,9 @@ exchange            string               no        basic.deliver exchange ("" = 
 routing_key         string               no        basic.deliver routing-key
 redelivered         boolean              no        basic.deliver redelivered
 offset              long                 no        position in that queue's stream for this
-                                                   reader session (the number in the offsets)
+                                                   reader session (the number in the offsets);
+                                                   stream mode: the message's stream offset
+                                                   (header ``x-stream-offset``)
 content_type        string               yes       property content-type
 content_encoding    string               yes       property content-encoding
 headers             map<string,string>   yes       property headers; scalar values as text,

@@ -29,6 +29,12 @@ option                 default                     meaning
 ``exchangeType``       ``direct``                  ``direct``|``fanout``|``topic``|``headers``|``x-*``
 ``exchangeDurable``    ``true``                    durable flag of the declared exchange
 ``messageId``          ``auto``                    ``auto``|``column``|``deterministic``|``none``
+``superStream``        (none)                      super stream NAME: each row goes to partition
+                                                   stream ``NAME-i`` that RabbitMQ's stream
+                                                   clients pick for its routing key
+                                                   (:mod:`spark_amqp.spark.super_stream`),
+                                                   through the default exchange; exclusive with
+                                                   ``exchange``
 ``cacertfile`` …       (none)                      TLS: ``cacertfile``, ``certfile``, ``keyfile``,
                                                    ``verify`` (``verify_peer``|``verify_none``|
                                                    ``true``|``false``),
@@ -87,7 +93,7 @@ _BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 SINK_OPTIONS = {**{k.lower(): k for k in (
     "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
     "confirmTimeoutMs", "blockedTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable",
-    "messageId",
+    "messageId", "superStream",
 )}, **CONNECTION_OPTIONS}
 
 # keys Spark or the source side may put in the same dict; accepted and ignored by the sink
@@ -128,6 +134,7 @@ class SinkOptions:
     exchange_type: str = "direct"
     exchange_durable: bool = True
     message_id: str = "auto"
+    super_stream: Optional[str] = None
     connect_kwargs: tuple = ()   # ((name, value), ...) for spark_amqp.client.connect
 
     def connect_args(self) -> dict:
@@ -232,11 +239,22 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise SinkOptionError("option exchangeType only applies with declareExchange=true")
 
     kw = parse_connection_options(opts, uri, SinkOptionError)
+    super_stream = opts.get("superstream")
+    if super_stream is not None:
+        super_stream = super_stream.strip()
+        if not super_stream or len(super_stream.encode("utf-8")) > 250:
+            raise SinkOptionError(f"option superStream={opts['superstream']!r} is not allowed; "
+                                  "allowed: a super stream name of 1..250 UTF-8 bytes")
+        if exchange is not None or declare:
+            raise SinkOptionError("option superStream publishes to the partition streams "
+                                  "through the default exchange: remove the option exchange "
+                                  "(and declareExchange)")
 
     return SinkOptions(
         uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
         on_return=on_return, delivery_mode=delivery_mode, max_in_flight=max_in_flight,
         confirm_timeout=timeout_ms / 1000.0, blocked_timeout=blocked_ms / 1000.0,
         declare_exchange=declare, exchange_type=ex_type,
-        exchange_durable=durable, message_id=message_id, connect_kwargs=tuple(sorted(kw.items())),
+        exchange_durable=durable, message_id=message_id, super_stream=super_stream,
+        connect_kwargs=tuple(sorted(kw.items())),
     )

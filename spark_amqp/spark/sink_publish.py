@@ -91,6 +91,7 @@ class TaskPublisher:
         self._blocked_gen = 0
         self._blocked_timer: threading.Timer | None = None
         self._blocked_error: AmqpSinkError | None = None
+        self._partitions = 0  # superStream: partition count found at open()
 
     def __enter__(self) -> "TaskPublisher":
         return self
@@ -121,12 +122,34 @@ class TaskPublisher:
             if o.declare_exchange:
                 ch.exchange_declare(o.exchange, exchange_type=o.exchange_type,
                                     durable=o.exchange_durable)
+            if o.super_stream is not None:
+                self._partitions = self._count_partitions(o.super_stream)
             ch.confirm_select()
             # the window is enforced here (_wait_window, bounded by confirmTimeoutMs), not by
             # the client's max_in_flight, whose wait has no timeout
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise self._error("could not open a confirm-mode channel", exc) from exc
         self._ch = ch
+
+    def _count_partitions(self, name: str) -> int:
+        """How many partition streams ``NAME-0, NAME-1, ...`` exist (passive declares until the
+        first 404, each on its own channel since a 404 closes it). AmqpSinkError-worthy
+        ``ValueError`` when ``NAME-0`` does not exist."""
+        from ..protocol.errors import NotFound
+
+        n = 0
+        while True:
+            ch = self._conn.channel()
+            try:
+                ch.queue_declare(f"{name}-{n}", passive=True)
+            except NotFound:
+                break
+            ch.close()
+            n += 1
+        if n == 0:
+            raise ValueError(f"super stream {name!r} has no partition stream {name}-0 (404); "
+                             "create it (rabbitmq-streams add_super_stream) first")
+        return n
 
     def close(self) -> None:
         """Close the connection (idempotent; errors while closing are logged, not raised).
@@ -204,6 +227,12 @@ class TaskPublisher:
             return
         if self._ch is None:
             self.open()
+        if self.options.super_stream is not None:
+            from .super_stream import partition_name
+
+            name, n = self.options.super_stream, self._partitions
+            messages = [(b, "", partition_name(name, k or "", n), p, m)
+                        for b, _e, k, p, m in messages]
         st = self.stats
         limit = min(CHUNK_MESSAGES, self.options.max_in_flight)
         i, n = 0, len(messages)

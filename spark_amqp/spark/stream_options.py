@@ -1,0 +1,264 @@
+"""Options of the ``amqp`` source in *stream mode* (RabbitMQ stream queues): parsing, no I/O.
+
+Stream mode is chosen by the option ``stream`` (or ``superStream``); without it the source
+reads classic/quorum queues (``queue``/``queues``, :mod:`.options`, unchanged). Option names
+follow Spark's Kafka source (``spark-sql-kafka``). Keys arrive lower-cased from Spark
+(``CaseInsensitiveDict``); every error is a ``ValueError`` naming the option, the value given
+and what is allowed, raised at ``load()``.
+
+=========================  ===========================================  ========================
+option                     meaning                                      default
+=========================  ===========================================  ========================
+stream                     one stream queue, or comma-separated ones    (this or superStream)
+superStream                a super stream NAME: its partitions          (this or stream)
+                           NAME-0, NAME-1, ... (found on the broker)
+                           become the source's streams
+startingOffsets            ``earliest`` | ``latest`` | JSON             streaming: latest;
+                           ``{"stream": offset}`` (-2 earliest,         batch: earliest
+                           -1 latest); a new query only (a restarted
+                           query resumes from its checkpoint)
+startingTimestamp          ms since the epoch: start at the first       unset
+                           chunk whose timestamp is at or after it
+                           (RabbitMQ's granularity: a chunk, and one
+                           second); exclusive with startingOffsets
+endingOffsets              batch reads only: ``latest`` | JSON          latest
+failOnDataLoss             offsets the query still needs were removed   true
+                           by retention: fail (naming the stream, the
+                           wanted and the first retained offset);
+                           false: skip them with a warning
+maxMessagesPerTrigger      cap of offsets per micro-batch, split        unset
+                           fairly across streams (ReadMaxRows)
+minPartitions              at least this many input partitions per      unset
+                           batch (long ranges are split)
+maxMessagesPerPartition    at most this many offsets per input          100000
+                           partition
+prefetch                   basic.qos of each executor's consumer        2000
+                           (credit; RabbitMQ sends whole chunks)
+includeHeaders             fill the ``headers`` column                  true
+readTimeout                seconds an executor waits for the next       60
+                           delivery of its range before failing
+uri, TLS, heartbeat,       as the queue mode (:mod:`.connection_options`)
+connectionTimeout
+=========================  ===========================================  ========================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
+    parse_uri_option
+
+__all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
+           "STREAM_OPTIONS"]
+
+#: JSON offsets meaning "the first retained offset" / "the tail" (as Kafka's -2 / -1)
+EARLIEST = -2
+LATEST = -1
+DEFAULT_PREFETCH = 2000
+DEFAULT_MAX_PER_PARTITION = 100_000
+DEFAULT_READ_TIMEOUT = 60.0
+
+STREAM_OPTIONS = {**{k.lower(): k for k in (
+    "stream", "superStream", "startingOffsets", "startingTimestamp", "endingOffsets",
+    "failOnDataLoss", "maxMessagesPerTrigger", "minPartitions", "maxMessagesPerPartition",
+    "prefetch", "includeHeaders", "readTimeout",
+)}, **CONNECTION_OPTIONS}
+
+_BOOL = {"true": True, "false": False}
+
+
+def is_stream_mode(opts: Mapping[str, str]) -> bool:
+    """True when the options ask for stream mode (``stream`` or ``superStream`` given)."""
+    keys = {str(k).lower() for k in opts}
+    return "stream" in keys or "superstream" in keys
+
+
+def _err(name: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"Invalid value {value!r} for option '{name}' of the amqp source "
+                      f"(stream mode): allowed values are {allowed}.")
+
+
+def _int(o: Mapping[str, str], key: str, minimum: int, default):
+    raw = o.get(key.lower())
+    if raw is None:
+        return default
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise _err(key, raw, f"an integer >= {minimum}") from None
+    if v < minimum:
+        raise _err(key, raw, f"an integer >= {minimum}")
+    return v
+
+
+def _bool(o: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = o.get(key.lower())
+    if raw is None:
+        return default
+    v = _BOOL.get(str(raw).strip().lower())
+    if v is None:
+        raise _err(key, raw, "true or false")
+    return v
+
+
+def parse_offsets_spec(key: str, raw: str | None, streams: tuple[str, ...] | None):
+    """Parse ``startingOffsets``/``endingOffsets``: None (absent), ``"earliest"``,
+    ``"latest"`` or a dict ``{stream: int}`` (ints >= 0, or -2 earliest / -1 latest).
+
+    ``streams``: the source's streams (None for a super stream, whose partitions are only
+    known on the broker: then the JSON's names are checked when the query starts).
+    Raises ``ValueError`` naming the option for anything else, for a JSON that names a stream
+    the source does not read, or one that leaves a stream out.
+    """
+    if raw is None:
+        return None
+    s = str(raw).strip()
+    if s.lower() in ("earliest", "latest"):
+        return s.lower()
+    allowed = ('earliest, latest, or a JSON object {"stream": offset} with offsets >= 0, '
+               "-2 (earliest) or -1 (latest)")
+    try:
+        spec = json.loads(s)
+    except ValueError:
+        raise _err(key, raw, allowed) from None
+    if not isinstance(spec, dict) or not spec:
+        raise _err(key, raw, allowed)
+    out = {}
+    for name, off in spec.items():
+        if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
+            raise _err(key, raw, allowed)
+        out[str(name)] = off
+    if streams is not None:
+        check_spec_streams(key, out, streams)
+    return out
+
+
+def check_spec_streams(key: str, spec: dict, streams) -> None:
+    """Raise ``ValueError`` when the JSON offsets of option ``key`` do not name exactly the
+    source's ``streams``."""
+    extra = sorted(set(spec) - set(streams))
+    missing = sorted(set(streams) - set(spec))
+    if extra or missing:
+        raise ValueError(
+            f"Option '{key}' of the amqp source must give an offset for each stream the source "
+            f"reads ({', '.join(streams)}): "
+            + (f"unknown stream(s) {', '.join(extra)}" if extra else "")
+            + ("; " if extra and missing else "")
+            + (f"missing stream(s) {', '.join(missing)}" if missing else "")
+            + ' (use -2 for earliest, -1 for latest).')
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """Validated stream-mode options (see the module table). Picklable, immutable.
+
+    ``streams``: the stream names (empty with ``super_stream``, whose partitions the driver
+    finds on the broker). ``starting``/``ending``: None, ``"earliest"``, ``"latest"`` or
+    ``{stream: int}``. ``starting_timestamp_ms``: int or None.
+    """
+
+    uri: str = DEFAULT_URI
+    streams: tuple[str, ...] = ()
+    super_stream: str | None = None
+    starting: Any = None
+    starting_timestamp_ms: int | None = None
+    ending: Any = None
+    fail_on_data_loss: bool = True
+    max_messages_per_trigger: int | None = None
+    min_partitions: int | None = None
+    max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
+    prefetch: int = DEFAULT_PREFETCH
+    include_headers: bool = True
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    connection: dict = field(default_factory=dict)
+
+    def client_kwargs(self) -> dict:
+        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
+        return dict(self.connection)
+
+
+def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
+    """Validate Spark's option dict for stream mode and return :class:`StreamOptions`.
+
+    Raises ``ValueError`` naming the option on: an unknown option (e.g. a queue-mode option
+    such as ``queue``), both or neither of ``stream``/``superStream``, an empty or repeated
+    stream name, a bad ``startingOffsets``/``endingOffsets``/``startingTimestamp``, both
+    ``startingOffsets`` and ``startingTimestamp``, a non-integer or out-of-range number, a
+    non-boolean flag, a ``prefetch`` outside 1..65535 (RabbitMQ refuses stream consumers
+    without a prefetch).
+    """
+    o = {str(k).lower(): v for k, v in opts.items()}
+    unknown = sorted(set(o) - set(STREAM_OPTIONS))
+    if unknown:
+        queue_mode = [u for u in unknown if u in ("queue", "queues", "declare", "durable",
+                                                 "queuearguments", "availablenowidletimeout")]
+        hint = (" Options of the queue mode (queue, queues, declare, ...) cannot be combined "
+                "with 'stream'/'superStream'." if queue_mode else "")
+        raise ValueError(
+            f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source in "
+            f"stream mode; known options: {', '.join(sorted(STREAM_OPTIONS.values()))}.{hint}")
+    uri = parse_uri_option(o, ValueError)
+    connection = parse_connection_options(o, uri, ValueError)
+
+    if "stream" in o and "superstream" in o:
+        raise ValueError("Options 'stream' and 'superStream' of the amqp source are exclusive: "
+                         "give the streams in 'stream' or a super stream's name in "
+                         "'superStream'.")
+    streams: tuple[str, ...] = ()
+    super_stream = None
+    if "stream" in o:
+        raw = o["stream"]
+        streams = tuple(s.strip() for s in str(raw).split(","))
+        if any(not s for s in streams):
+            raise _err("stream", raw, "one or more non-empty stream names separated by commas")
+        if len(set(streams)) != len(streams):
+            raise _err("stream", raw, "distinct stream names (a stream is listed twice)")
+        for s in streams:
+            if len(s.encode()) > 255:
+                raise _err("stream", s, "stream names of at most 255 bytes (a shortstr)")
+    else:
+        super_stream = str(o["superstream"]).strip()
+        if not super_stream or len(super_stream.encode()) > 250:
+            raise _err("superStream", o["superstream"],
+                       "a non-empty super stream name of at most 250 bytes")
+
+    known = streams if streams else None
+    starting = parse_offsets_spec("startingOffsets", o.get("startingoffsets"), known)
+    ending = parse_offsets_spec("endingOffsets", o.get("endingoffsets"), known)
+    ts = None
+    if "startingtimestamp" in o:
+        raw = o["startingtimestamp"]
+        try:
+            ts = int(str(raw).strip())
+        except ValueError:
+            ts = -1
+        if ts < 0:
+            raise _err("startingTimestamp", raw, "milliseconds since the epoch (an integer >= 0)")
+        if starting is not None:
+            raise ValueError("Options 'startingOffsets' and 'startingTimestamp' of the amqp "
+                             "source are exclusive: give one of them.")
+    prefetch = _int(o, "prefetch", 1, DEFAULT_PREFETCH)
+    if prefetch > 65535:
+        raise _err("prefetch", o["prefetch"], "an integer in 1..65535 (basic.qos prefetch-count)")
+    raw_rt = o.get("readtimeout")
+    read_timeout = DEFAULT_READ_TIMEOUT
+    if raw_rt is not None:
+        try:
+            read_timeout = float(str(raw_rt).strip())
+        except ValueError:
+            read_timeout = -1.0
+        if not 0 < read_timeout < float("inf"):
+            raise _err("readTimeout", raw_rt, "a number of seconds > 0")
+    return StreamOptions(
+        uri=uri, streams=streams, super_stream=super_stream, starting=starting,
+        starting_timestamp_ms=ts, ending=ending,
+        fail_on_data_loss=_bool(o, "failOnDataLoss", True),
+        max_messages_per_trigger=_int(o, "maxMessagesPerTrigger", 1, None),
+        min_partitions=_int(o, "minPartitions", 1, None),
+        max_messages_per_partition=_int(o, "maxMessagesPerPartition", 1,
+                                        DEFAULT_MAX_PER_PARTITION),
+        prefetch=prefetch, include_headers=_bool(o, "includeHeaders", True),
+        read_timeout=read_timeout, connection=connection)

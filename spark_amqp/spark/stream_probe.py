@@ -1,0 +1,221 @@
+"""The driver's view of stream queues over AMQP 0-9-1: first offset, tail, offset of a time.
+
+AMQP 0-9-1 has no command that tells a stream's first or last offset (reference
+rabbitmq-streams-over-0-9-1.md, "Consuming"); one learns them by consuming. A probe opens a
+channel, sets ``basic.qos(1)`` (a stream consumer must have a prefetch), consumes in raw mode
+(nothing is decoded but the one or two deliveries looked at) with ``x-stream-offset``:
+
+* ``"last"``: RabbitMQ delivers the whole last chunk (RabbitMQ sends a chunk at a time, the
+  prefetch only decides whether the next chunk is sent: seen on 3.10.8, a prefetch of 1 gets
+  all of a 147-message chunk), then nothing more, because the credit is used up. The offset
+  of the burst's last delivery + 1 is the tail. The burst is over when nothing arrives for
+  ``gap`` seconds (RabbitMQ wrote a 147-message chunk within 0.3 ms here); ending early only
+  underestimates the tail, which is safe (the next probe finds the rest). The probe acks what
+  it got before each wait, for brokers that count the prefetch per message (the embedded
+  broker delivers a chunk a prefetch window at a time); on RabbitMQ the ack finds no further
+  chunk, so it changes nothing.
+* ``"first"``: the first delivery is the first retained offset.
+* an AMQP timestamp (seconds): the first delivery is the first offset of the chunk with that
+  time (or the first chunk; nothing when the time is after the log's end).
+
+So the driver receives one chunk per probe, never the stream's data as such
+(:attr:`StreamProbe.bytes_received` counts it). A stream with no message delivers nothing:
+``wait`` seconds without a delivery mean "empty" (None). The channel is closed after each probe
+(``channel.close`` cancels the consumer and forgets its unacked deliveries; acks on a stream
+only give credit back).
+
+A queue that is not a stream is refused as :class:`NotAStream`: RabbitMQ 3.10.8 answers the
+consume with 406 "invalid arg 'x-stream-offset' ... of queue type rabbit_classic_queue" (seen
+here; nothing is delivered); a broker that ignores the argument delivers messages without
+the ``x-stream-offset`` header, which the probe nacks back (``requeue=true``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from typing import Any
+
+__all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
+           "super_stream_partitions"]
+
+log = logging.getLogger("spark_amqp.spark.stream_source")
+
+#: basic.qos of a tail probe (see StreamProbe._burst)
+TAIL_PREFETCH = 256
+#: seconds a synchronous method may wait for its reply (see source_consumer.RPC_TIMEOUT)
+RPC_TIMEOUT = 60.0
+
+
+class StreamMissing(RuntimeError):
+    """A stream of the source does not exist (queue.declare passive: 404)."""
+
+
+class NotAStream(ValueError):
+    """The named queue exists but is not a stream queue (a classic or quorum queue)."""
+
+
+def stream_offset_of(item: Any, last: bool = False) -> int | None:
+    """The ``x-stream-offset`` header of the first (or ``last``) message of a drained item (a
+    ``RawDeliveries`` run or a decoded ``Delivery``); None when it has none."""
+    from spark_amqp.protocol.raw_deliveries import RawDeliveries, decode_frames
+
+    if item.__class__ is RawDeliveries:
+        i = item.count - 1 if last else 0
+        props = decode_frames(item.frames(i, i + 1), 1)[0].properties
+    else:
+        props = item.properties
+    h = getattr(props, "headers", None) or {}
+    v = h.get("x-stream-offset")
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _not_a_stream(name: str, why: str) -> str:
+    return (f"Queue {name!r} is not a stream queue ({why}): stream mode (options 'stream', "
+            "'superStream') reads queues declared with x-queue-type=stream; read classic or "
+            "quorum queues with the option 'queue'/'queues' instead.")
+
+
+def _last_tag(item: Any) -> int:
+    return item.last_tag if hasattr(item, "last_tag") else item.delivery_tag
+
+
+class StreamProbe:
+    """One driver connection that probes streams (see module doc). Not thread-safe.
+
+    ``uri``/``client_kwargs``: as the source options. Methods raise
+    ``spark_amqp.client.ConnectionLost``/``AMQPError`` on connection trouble,
+    :class:`StreamMissing` and :class:`NotAStream` as documented.
+    """
+
+    def __init__(self, uri: str, client_kwargs: dict | None = None):
+        self.uri = uri
+        self.client_kwargs = dict(client_kwargs or {})
+        self.conn: Any = None
+        self._bytes_before = 0  # bytes of earlier (closed) connections
+
+    def _connection(self):
+        if self.conn is None or not self.conn.is_open:
+            if self.conn is not None:
+                self._bytes_before += getattr(self.conn, "_bytes_in", 0)
+                self.close()
+            from spark_amqp.client import connect
+
+            self.conn = connect(self.uri, rpc_timeout=RPC_TIMEOUT, **self.client_kwargs)
+        return self.conn
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes received from the broker by this probe's connections (frames, all kinds)."""
+        return self._bytes_before + (getattr(self.conn, "_bytes_in", 0) if self.conn else 0)
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as e:  # noqa: BLE001 - best effort
+                log.debug("closing the probe connection: %s", e)
+
+    def check_exists(self, stream: str) -> None:
+        """Passive ``queue.declare``; raises :class:`StreamMissing` on 404."""
+        from spark_amqp.protocol.errors import NotFound
+
+        ch = self._connection().channel()
+        try:
+            ch.queue_declare(stream, passive=True)
+        except NotFound as e:
+            raise StreamMissing(
+                f"Stream {stream!r} does not exist ({e.reply_text}); declare it with "
+                "x-queue-type=stream, or fix the option 'stream'/'superStream'.") from e
+        try:
+            ch.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _burst(self, stream: str, spec: Any, wait: float, gap: float | None):
+        """Consume ``stream`` from ``spec``: (first offset, last offset) of the first delivery
+        (gap None) or of the burst, or None when nothing came within ``wait`` s."""
+        from spark_amqp.protocol.errors import PreconditionFailed
+
+        ch = self._connection().channel()
+        try:
+            ch.set_raw_deliveries()
+            # a tail probe acks as it goes: a broker that counts the prefetch per message
+            # (the embedded one) sends the rest of the last chunk; RabbitMQ has sent it all
+            ch.basic_qos(1 if gap is None else TAIL_PREFETCH)
+            try:
+                ch.basic_consume(stream, arguments={"x-stream-offset": spec})
+            except PreconditionFailed as e:
+                if "x-stream-offset" in (e.reply_text or ""):
+                    raise NotAStream(_not_a_stream(stream, e.reply_text)) from e
+                raise
+            items = ch.drain(None, wait)
+            if not items:
+                return None
+            first_item = items[0]
+            last_item = items[-1]
+            first = stream_offset_of(first_item)
+            if first is None:  # not a stream: give the messages back before anything else
+                try:
+                    ch.basic_nack(_last_tag(last_item), multiple=True, requeue=True)
+                except Exception:  # noqa: BLE001
+                    pass
+                raise NotAStream(_not_a_stream(stream, "its deliveries carry no "
+                                                       "x-stream-offset header"))
+            if gap is not None:
+                while True:
+                    ch.basic_ack(_last_tag(last_item), multiple=True)
+                    more = ch.drain(None, gap)
+                    if not more:
+                        break
+                    last_item = more[-1]
+            last = stream_offset_of(last_item, last=True)
+            if last is None:
+                raise NotAStream(_not_a_stream(stream, "a delivery carries no "
+                                                       "x-stream-offset header"))
+            return first, last
+        finally:
+            try:
+                ch.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def tail(self, stream: str, wait: float = 0.5, gap: float = 0.05) -> int | None:
+        """The next offset after the stream's last one (last offset + 1), or None when the
+        stream delivered nothing within ``wait`` seconds (empty)."""
+        r = self._burst(stream, "last", wait, gap)
+        return None if r is None else r[1] + 1
+
+    def first(self, stream: str, wait: float = 0.5) -> int | None:
+        """The first retained offset, or None when the stream is empty."""
+        r = self._burst(stream, "first", wait, None)
+        return None if r is None else r[0]
+
+    def at_timestamp(self, stream: str, ms: int, wait: float = 0.5) -> int | None:
+        """The first offset of the chunk RabbitMQ picks for time ``ms`` (ms since the epoch,
+        taken to whole seconds: an AMQP timestamp), or None when nothing is at or after it."""
+        t = _dt.datetime.fromtimestamp(ms // 1000, tz=_dt.timezone.utc)
+        r = self._burst(stream, t, wait, None)
+        return None if r is None else r[0]
+
+
+def super_stream_partitions(probe: StreamProbe, name: str, limit: int = 10_000) -> list[str]:
+    """The partitions ``NAME-0, NAME-1, ...`` of super stream ``name`` that exist (passive
+    declares until the first 404). Raises :class:`StreamMissing` when ``NAME-0`` does not
+    exist. (Partitions named by explicit binding keys, ``NAME-<key>``, cannot be listed over
+    AMQP 0-9-1; give them with the option ``stream``.)"""
+    out: list[str] = []
+    for i in range(limit):
+        try:
+            probe.check_exists(f"{name}-{i}")
+        except StreamMissing as e:
+            if i == 0:
+                raise StreamMissing(
+                    f"Super stream {name!r} has no partition {name}-0 ({e}); create it "
+                    "(rabbitmq-streams add_super_stream) or give its streams with the option "
+                    "'stream'.") from e
+            break
+        out.append(f"{name}-{i}")
+    return out
+

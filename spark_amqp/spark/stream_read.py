@@ -1,0 +1,178 @@
+"""Executor side of stream mode: read offsets ``[start, end)`` of one stream into Arrow batches.
+
+Each input partition is read by the executor itself (no data passes through the driver):
+connect, ``basic.qos(prefetch)`` (mandatory for stream consumers; it is the credit),
+``basic.consume`` with ``x-stream-offset = start`` (an integer: RabbitMQ starts at the chunk
+holding it and drops the entries below it; other brokers may not, so offsets below ``start``
+are skipped here too), in raw mode; every drained run is decoded column-wise by the same path
+as the queue mode (``deliver_columns``, :func:`.arrow.pack_columns`), the rows with offsets in
+``[start, end)`` are kept, and the run is acked (``multiple``: acks only give credit back on a
+stream). The read stops at the first delivery whose offset is ``>= end - 1`` (the planner only
+plans ranges for which such an offset exists; see :mod:`.stream_offsets`), cancels and closes.
+
+Replaying the same range reads the same rows: a stream is an append-only log whose offsets
+never change. Retention is the exception: when the first delivery is above ``start`` the
+reader asks for the first retained offset; if ``start`` is below it, offsets were removed:
+``failOnDataLoss`` raises :class:`DataLoss` (stream, wanted offset, first retained offset),
+otherwise the loss is logged and counted (:data:`LOST`) and the rest is read. A first delivery
+above ``start`` with ``start`` still retained is a gap (not a loss).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator
+
+from .arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
+from .stream_options import StreamOptions
+
+__all__ = ["read_range", "DataLoss", "ReadTimeout", "LOST"]
+
+log = logging.getLogger("spark_amqp.spark.stream_source")
+
+#: offsets this process skipped because retention had removed them (failOnDataLoss=false)
+LOST = {"offsets": 0}
+
+
+class DataLoss(RuntimeError):
+    """Retention removed offsets the query still needed (failOnDataLoss=true)."""
+
+
+class ReadTimeout(TimeoutError):
+    """No delivery for ``readTimeout`` seconds while reading a planned range."""
+
+
+def _columns(item: Any):
+    """(bodies, redelivered, exchanges, routing_keys, properties) of a drained item."""
+    from spark_amqp.protocol.raw_deliveries import RawDeliveries, deliver_columns_fast
+
+    if item.__class__ is RawDeliveries:
+        return deliver_columns_fast(item.data, item.count, False)
+    p = item.properties
+    return [item.body], [item.redelivered], [item.exchange], [item.routing_key], [p]
+
+
+def _offsets(stream: str, props: list) -> list[int]:
+    out = []
+    for p in props:
+        h = getattr(p, "headers", None) if p is not None else None
+        v = h.get("x-stream-offset") if h else None
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError(f"a delivery from {stream!r} has no x-stream-offset header: it is "
+                             "not a stream queue (read classic/quorum queues with the option "
+                             "'queue'/'queues')")
+        out.append(v)
+    return out
+
+
+def _first_retained(conn, stream: str, wait: float) -> int | None:
+    ch = conn.channel()
+    try:
+        ch.basic_qos(1)
+        ch.basic_consume(stream, arguments={"x-stream-offset": "first"})
+        ds = ch.drain(1, wait)
+        if not ds:
+            return None
+        h = ds[0].properties.headers or {}
+        return h.get("x-stream-offset")
+    finally:
+        try:
+            ch.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def read_range(options: StreamOptions, stream: str, start: int, end: int,
+               connect_fn=None) -> Iterator:
+    """Yield ``pyarrow.RecordBatch``es (:func:`.schema.arrow_schema`) of the messages of
+    ``stream`` with offsets in ``[start, end)`` (``end > start``), in offset order; the
+    ``offset`` column holds each message's stream offset, ``queue`` the stream name.
+
+    Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
+    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and the
+    client's connection errors (Spark retries the task; the replay reads the same rows).
+    """
+    if end <= start:
+        return
+    if connect_fn is None:
+        from spark_amqp.client import connect as connect_fn
+    conn = connect_fn(options.uri, **options.client_kwargs())
+    try:
+        ch = conn.channel()
+        ch.set_raw_deliveries()
+        ch.basic_qos(options.prefetch)
+        tag = ch.basic_consume(stream, arguments={"x-stream-offset": start})
+        cols: list[list] = [[], [], [], [], []]
+        offs: list[int] = []
+        checked = False
+        done = False
+        while not done:
+            items = ch.drain(None, options.read_timeout)
+            if not items:
+                raise ReadTimeout(
+                    f"no delivery from stream {stream!r} for {options.read_timeout:g}s while "
+                    f"reading offsets [{start}, {end}) (last kept offset: "
+                    f"{offs[-1] if offs else None}); the broker may be overloaded, or the "
+                    "stream was deleted; option readTimeout sets the wait")
+            for it in items:
+                b, r, e, k, p = _columns(it)
+                o = _offsets(stream, p)
+                if not checked:
+                    checked = True
+                    if o[0] > start:
+                        _check_loss(conn, options, stream, start, end, o[0])
+                lo = 0
+                n = len(o)
+                while lo < n and o[lo] < start:
+                    lo += 1
+                hi = lo
+                while hi < n and o[hi] < end:
+                    hi += 1
+                if lo < hi:
+                    if lo == 0 and hi == n:
+                        parts = (b, r, e, k, p)
+                        offs.extend(o)
+                    else:
+                        parts = (b[lo:hi], r[lo:hi], e[lo:hi], k[lo:hi], p[lo:hi])
+                        offs.extend(o[lo:hi])
+                    for col, part in zip(cols, parts):
+                        col.extend(part)
+                if o[-1] >= end - 1:
+                    done = True
+                    break
+            if not done:
+                last = items[-1]
+                ch.basic_ack(last.last_tag if hasattr(last, "last_tag") else last.delivery_tag,
+                             multiple=True)
+            if len(offs) >= ARROW_BATCH_ROWS or (done and offs):
+                packed = pack_columns(stream, offs[0], cols[0], cols[1], cols[2], cols[3],
+                                      cols[4], options.include_headers)
+                packed.offsets = offs
+                yield from to_record_batches(packed)
+                cols = [[], [], [], [], []]
+                offs = []
+        try:
+            ch.basic_cancel(tag)
+        except Exception:  # noqa: BLE001 - the close below ends the consumer anyway
+            pass
+    finally:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _check_loss(conn, options: StreamOptions, stream: str, start: int, end: int,
+                got: int) -> None:
+    first = _first_retained(conn, stream, min(options.read_timeout, 10.0))
+    if first is None or start >= first:
+        return  # a gap in the offsets (filtered or non-AMQP entries), not a loss
+    lost = min(first, end) - start
+    msg = (f"Stream {stream!r}: offsets {start}..{min(first, end) - 1} the query still needed "
+           f"were removed by retention (wanted offset {start}, first retained offset {first})")
+    if options.fail_on_data_loss:
+        raise DataLoss(msg + ". Set failOnDataLoss=false to skip them and go on, or keep the "
+                       "stream longer (x-max-age / x-max-length-bytes).")
+    LOST["offsets"] += lost
+    log.warning("%s; skipped (failOnDataLoss=false), %d offsets lost in this process so far",
+                msg, LOST["offsets"])

@@ -1,0 +1,318 @@
+"""Stream mode of the ``amqp`` source: the driver plans offset ranges, executors read them.
+
+For RabbitMQ stream queues (``x-queue-type=stream``; option ``stream`` or ``superStream``,
+:mod:`.stream_options`). Unlike the queue mode (:mod:`.source`), no message passes through
+the driver and nothing depends on acks:
+
+* the driver (Spark's long-lived source runner) learns each stream's tail with a probe
+  (:mod:`.stream_probe`: one chunk per probe, not the data) and plans batches
+  ``{"streams": {stream: next offset}}`` (:mod:`.stream_offsets`), honouring
+  ``maxMessagesPerTrigger`` (fair split), Trigger.AvailableNow (tails snapshotted when the
+  run starts) and ``reportLatestOffset`` (the tails, so the progress shows the lag);
+* ``partitions(start, end)`` cuts the ranges into :class:`StreamRangePartition`s
+  (``maxMessagesPerPartition``, ``minPartitions``);
+* ``read`` runs on the executors: each partition connects and consumes its own range
+  (:func:`.stream_read.read_range`).
+
+Guarantee: replaying a batch reads the same rows (an offset range of an append-only log), so
+with a checkpoint and an idempotent sink (the file sink, or ``foreachBatch`` keyed by batch id)
+the output is exactly-once; retention that removes needed offsets is data loss
+(``failOnDataLoss``). Batch reads (``spark.read``) use :class:`AmqpStreamBatchReader`.
+
+Where things run (lessons §1.3): ``__init__`` does no I/O; the probe connection is opened
+lazily on the driver and never pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+
+from .stream_offsets import StreamOffset, plan_ends, split_ranges
+from .stream_options import EARLIEST, LATEST, StreamOptions, check_spec_streams
+
+try:  # PySpark >= 4.2
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
+                                                  SupportsTriggerAvailableNow)
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Placeholder on PySpark < 4.2."""
+
+__all__ = ["AmqpStreamSourceReader", "AmqpStreamBatchReader", "StreamRangePartition"]
+
+log = logging.getLogger("spark_amqp.spark.stream_source")
+
+#: seconds a probe waits for the first delivery before taking a stream as empty: short on a
+#: trigger (a miss only delays), longer where the answer is kept (start, AvailableNow, batch)
+TRIGGER_WAIT, EXACT_WAIT = 0.5, 3.0
+#: seconds without a delivery that end a "last" chunk's burst (see stream_probe)
+TRIGGER_GAP, EXACT_GAP = 0.05, 0.25
+#: after a probe that found nothing new, the next probe of a trigger waits this long (Spark
+#: polls an idle query every 10 ms)
+IDLE_PROBE_INTERVAL = 0.25
+
+
+@dataclass
+class StreamRangePartition(InputPartition):
+    """Offsets ``[start, end)`` of ``stream``, read by the executor that gets it."""
+
+    stream: str
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed
+        self.value = None
+
+
+class _Planner:
+    """Driver-side state shared by the streaming and the batch reader: the probe, the list of
+    streams, and how start/end specs resolve to offsets."""
+
+    def __init__(self, options: StreamOptions, probe_factory=None):
+        self.options = options
+        self._probe_factory = probe_factory
+        self._probe: Any = None
+        self._streams: tuple[str, ...] | None = None
+
+    def probe(self):
+        if self._probe is None:
+            if self._probe_factory is not None:
+                self._probe = self._probe_factory(self.options)
+            else:
+                from .stream_probe import StreamProbe
+
+                self._probe = StreamProbe(self.options.uri, self.options.client_kwargs())
+        return self._probe
+
+    def streams(self) -> tuple[str, ...]:
+        if self._streams is None:
+            o = self.options
+            if o.super_stream is not None:
+                from .stream_probe import super_stream_partitions
+
+                self._streams = tuple(super_stream_partitions(self.probe(), o.super_stream))
+                for key, spec in (("startingOffsets", o.starting), ("endingOffsets", o.ending)):
+                    if isinstance(spec, dict):
+                        check_spec_streams(key, spec, self._streams)
+            else:
+                for s in o.streams:
+                    self.probe().check_exists(s)
+                self._streams = o.streams
+        return self._streams
+
+    def tail(self, stream: str, exact: bool) -> int | None:
+        p = self.probe()
+        return p.tail(stream, EXACT_WAIT if exact else TRIGGER_WAIT,
+                      EXACT_GAP if exact else TRIGGER_GAP)
+
+    def resolve(self, spec: Any, default: str, what: str) -> dict[str, int]:
+        """Offsets per stream for a ``startingOffsets``/``endingOffsets`` spec (None = the
+        mode's ``default``), with ``startingTimestamp`` when ``what`` is "start"."""
+        o = self.options
+        out = {}
+        for s in self.streams():
+            if what == "start" and o.starting_timestamp_ms is not None and spec is None:
+                off = self.probe().at_timestamp(s, o.starting_timestamp_ms, EXACT_WAIT)
+                out[s] = off if off is not None else (self.tail(s, True) or 0)
+                continue
+            v = spec if spec is not None else default
+            if isinstance(v, dict):
+                v = v[s]
+            if v in ("earliest", EARLIEST):
+                first = self.probe().first(s, EXACT_WAIT)
+                out[s] = first if first is not None else 0
+            elif v in ("latest", LATEST):
+                out[s] = self.tail(s, True) or 0
+            else:
+                out[s] = int(v)
+        return out
+
+    def close(self) -> None:
+        p, self._probe = self._probe, None
+        if p is not None:
+            p.close()
+
+
+def _read(options: StreamOptions, partition: StreamRangePartition) -> Iterator:
+    from .stream_read import read_range
+
+    return read_range(options, partition.stream, partition.start, partition.end)
+
+
+class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("amqp").option("stream", ...)`` (see the module doc).
+
+    ``options``: validated :class:`StreamOptions` (``endingOffsets`` is refused: batch only).
+    ``probe_factory``: builds the driver's probe from the options (tests pass a fake).
+    """
+
+    def __init__(self, options: StreamOptions, probe_factory=None):
+        if options.ending is not None:
+            raise ValueError("Option 'endingOffsets' of the amqp source is for batch reads "
+                             "(spark.read) only; a streaming query runs until it is stopped "
+                             "(use trigger(availableNow=True) to read what is there and stop).")
+        self.options = options
+        self._probe_factory = probe_factory
+        self._reset()
+
+    def _reset(self) -> None:
+        self._planner = _Planner(self.options, self._probe_factory)
+        self._tails: dict[str, int] = {}
+        self._targets: dict[str, int] | None = None
+        self._next_probe = 0.0
+        self._stats = {"triggers": 0, "probes": 0, "planned": 0}
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "_probe_factory": self._probe_factory}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        """Where a new query starts: ``startingOffsets`` (default ``latest``) or
+        ``startingTimestamp`` resolved on the broker."""
+        start = self._planner.resolve(self.options.starting, "latest", "start")
+        log.info("amqp stream source: new query starts at %s", start)
+        return StreamOffset.make(start).to_dict()
+
+    def getDefaultReadLimit(self):
+        if self.options.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.options.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Snapshot every stream's tail: this run plans nothing beyond it."""
+        self._targets = {}
+        for s in self._planner.streams():
+            t = self._planner.tail(s, True)
+            self._targets[s] = t if t is not None else 0
+        self._tails.update(self._targets)
+        log.info("amqp stream source: Trigger.AvailableNow reads up to %s", self._targets)
+
+    def _probe_tails(self) -> None:
+        now = time.monotonic()
+        if self._targets is not None or now < self._next_probe:
+            return
+        changed = False
+        for s in self._planner.streams():
+            try:
+                t = self._planner.tail(s, False)
+            except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
+                from spark_amqp.protocol.errors import AMQPError
+
+                from .stream_probe import NotAStream
+
+                if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
+                    raise
+                log.warning("amqp stream source: probing %s failed (%s); planning with the "
+                            "tails known so far, reconnecting at the next probe", s, e)
+                self._planner.close()
+                self._next_probe = now + IDLE_PROBE_INTERVAL
+                return
+            self._stats["probes"] += 1
+            if t is not None and t > self._tails.get(s, -1):
+                self._tails[s] = t
+                changed = True
+        self._next_probe = 0.0 if changed else now + IDLE_PROBE_INTERVAL
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        """The end of the next batch: each stream's tail (capped by the limit and by
+        Trigger.AvailableNow's snapshot), or ``start`` when there is nothing new."""
+        self._stats["triggers"] += 1
+        st = StreamOffset.from_dict(start).as_map() if start is not None else None
+        if st is None:
+            st = StreamOffset.from_dict(self.initialOffset()).as_map()
+        for s in self._planner.streams():
+            if s not in st:  # a stream the checkpoint does not know: from its first offset
+                st[s] = self._planner.probe().first(s, EXACT_WAIT) or 0
+        max_rows = None
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            max_rows = int(limit.max_rows)
+        elif limit is None and start is None:
+            max_rows = self.options.max_messages_per_trigger
+        self._probe_tails()
+        end = plan_ends(st, self._tails, max_rows, self._targets)
+        self._stats["planned"] += sum(end[s] - st[s] for s in end)
+        return StreamOffset.make(end).to_dict()
+
+    def reportLatestOffset(self):
+        """The tails last seen on the broker (Spark shows them as ``latestOffset`` in the
+        query progress, next to the batch's end: the difference is the lag)."""
+        if not self._tails:
+            return None
+        return StreamOffset.make(self._tails).to_dict()
+
+    # -- planning and reading ----------------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> list:
+        """``[start, end)`` per stream, split by ``maxMessagesPerPartition`` and
+        ``minPartitions``. A replayed batch (after a restart) gets the same partitions."""
+        s = StreamOffset.from_dict(start).as_map()
+        e = StreamOffset.from_dict(end).as_map()
+        o = self.options
+        ranges = split_ranges(s, e, o.max_messages_per_partition, o.min_partitions)
+        return [StreamRangePartition(r.stream, r.start, r.end) for r in ranges]
+
+    def read(self, partition: StreamRangePartition) -> Iterator:
+        """Executor side: consume the partition's range (see :mod:`.stream_read`)."""
+        return _read(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: a stream keeps no consumer position (the checkpoint does)."""
+
+    def stop(self) -> None:
+        probe = self._planner._probe
+        bytes_in = probe.bytes_received if probe is not None else 0
+        self._planner.close()
+        log.info("amqp stream source stopped: %s, driver received %d bytes", self._stats,
+                 bytes_in)
+
+
+class AmqpStreamBatchReader(DataSourceReader):
+    """``spark.read.format("amqp").option("stream", ...)``: the offsets between
+    ``startingOffsets`` (default earliest; ``latest`` refused) or ``startingTimestamp`` and
+    ``endingOffsets`` (default latest; ``earliest`` refused), read by the executors."""
+
+    def __init__(self, options: StreamOptions, probe_factory=None):
+        for key, spec, bad, word in (("startingOffsets", options.starting, LATEST, "latest"),
+                                     ("endingOffsets", options.ending, EARLIEST, "earliest")):
+            if spec == word or (isinstance(spec, dict) and bad in spec.values()):
+                raise ValueError(
+                    f"Option '{key}' of a batch read of the amqp source cannot be {word!r} "
+                    f"(or {bad} in JSON), as in Spark's Kafka source: a batch read goes from "
+                    "earlier offsets to later ones; use startingOffsets=earliest/JSON and "
+                    "endingOffsets=latest/JSON.")
+        self.options = options
+        self._probe_factory = probe_factory
+
+    def __getstate__(self) -> dict:
+        return {"options": self.options, "_probe_factory": self._probe_factory}
+
+    def partitions(self) -> list:
+        """Resolve the range on the broker (driver) and split it."""
+        planner = _Planner(self.options, self._probe_factory)
+        try:
+            start = planner.resolve(self.options.starting, "earliest", "start")
+            end = planner.resolve(self.options.ending, "latest", "end")
+            if isinstance(self.options.ending, dict):  # never past the tail: a reader of
+                for s in end:                          # [a, b) needs an offset >= b - 1
+                    end[s] = min(end[s], planner.tail(s, True) or 0)
+        finally:
+            planner.close()
+        end = {s: max(e, start[s]) for s, e in end.items()}
+        o = self.options
+        ranges = split_ranges(start, end, o.max_messages_per_partition, o.min_partitions)
+        log.info("amqp stream batch read: %s -> %s in %d partitions", start, end, len(ranges))
+        return [StreamRangePartition(r.stream, r.start, r.end) for r in ranges]
+
+    def read(self, partition: StreamRangePartition) -> Iterator:
+        return _read(self.options, partition)

@@ -1,0 +1,72 @@
+"""Helpers for the stream-mode source tests: declare stream queues (skipping on a broker that
+refuses them), publish with pika, read ranges with pika (an independent reader)."""
+
+from __future__ import annotations
+
+import pika
+import pytest
+
+from source_helpers import pika_conn
+
+
+def declare_stream(url: str, name: str, arguments=None) -> None:
+    """Declare a stream queue; skip the test when the broker refuses x-queue-type=stream (the
+    embedded broker before it has stream queues)."""
+    args = {"x-queue-type": "stream", **(arguments or {})}
+    try:
+        with pika_conn(url) as c:
+            c.channel().queue_declare(name, durable=True, arguments=args)
+    except (pika.exceptions.ChannelClosedByBroker, pika.exceptions.ConnectionClosedByBroker) as e:
+        if "127.0.0.1:5672" in url:
+            raise
+        pytest.skip(f"this broker refuses x-queue-type=stream ({e}): the embedded broker has no "
+                    "stream queues yet")
+
+
+def pika_read(url: str, stream: str, start: int, end: int, timeout: float = 30.0) -> list:
+    """Messages of ``stream`` with offsets in ``[start, end)`` read with pika:
+    ``[(offset, body, properties)]``. (Not pika's ``consume()`` generator: its ``cancel()``
+    nacks what is pending, which RabbitMQ answers on a stream with 540 NOT_IMPLEMENTED.)"""
+    import time
+
+    out = []
+    done = []
+
+    def on_message(ch, m, p, b):
+        off = int(p.headers["x-stream-offset"])   # pika.compat.long on Python 3: make it int
+        ch.basic_ack(m.delivery_tag)
+        if done:
+            return
+        if start <= off < end:
+            out.append((off, b, p))
+        if off >= end - 1:
+            done.append(True)
+
+    with pika_conn(url) as c:
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=1000)
+        ch.basic_consume(stream, on_message, arguments={"x-stream-offset": start})
+        deadline = time.monotonic() + timeout
+        while not done:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pika read of {stream} [{start},{end}) timed out at "
+                                     f"{out[-1:]}")
+            c.process_data_events(0.1)
+    return out
+
+
+def start_stream_runner(*args: str, log_path):
+    """Start tests/spark/stream_query_runner.py in its own process group (as
+    ``source_helpers.start_runner`` does for the queue mode's runner)."""
+    import os
+    import subprocess
+    import sys
+
+    from source_helpers import HERE, ROOT
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    logf = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, str(HERE / "stream_query_runner.py"), *args],
+                            stdout=logf, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=str(ROOT))

@@ -1,0 +1,105 @@
+"""Exactly-once crash test of the amqp source in stream mode (issue 13): 100,000 messages in a
+stream, a query in a subprocess (stream_query_runner.py) writes them into a parquet sink, is
+SIGKILLed at random points at least 5 times and restarted from the same checkpoint each time;
+a last Trigger.AvailableNow run finishes. The sink then holds exactly 100,000 rows, each id
+once: a replayed batch re-reads the same offset range, and the file sink commits a batch id
+once. Sibling of test_source_crash.py (the queue mode's at-least-once test)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+
+import pytest
+
+from source_helpers import delete, dump_group_stacks, fast_publish, kill_group, wait_until
+from stream_helpers import declare_stream, start_stream_runner
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+N = 100_000
+BATCH = 10_000
+CRASHES = 5
+
+
+def _committed_ids(spark, out) -> int:
+    if not (out / "_spark_metadata").exists():
+        return 0
+    return spark.read.schema("id string").parquet(str(out)).count()
+
+
+def _progress(p, markers, spark, out):
+    """Predicate of one run: a batch with rows completed (or the process died, which the
+    caller reports), or the sink already holds every row (looked at every 10 s: a Spark job)."""
+    next_look = time.monotonic() + 20
+
+    def pred():
+        nonlocal next_look
+        if p.poll() is not None or any(markers.glob("batch-*")):
+            return True
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + 10
+            return _committed_ids(spark, out) >= N
+        return False
+
+    return pred
+
+
+@pytest.mark.timeout(1800)   # 6 Spark processes in turn: ~5 min on a quiet machine
+def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
+    s = unique("crash-stream")
+    declare_stream(broker_url, s)
+    try:
+        fast_publish(broker_url, s, [b"%06d" % i for i in range(N)])
+        ck, out = tmp_path / "ck", tmp_path / "out"
+        rnd = random.Random()
+        opts = ["startingOffsets=earliest", f"maxMessagesPerTrigger={BATCH}",
+                "maxMessagesPerPartition=5000"]
+        log = tmp_path / "runner.log"
+        mid_stream = 0
+        t0 = time.monotonic()
+        for run in range(CRASHES):
+            markers = tmp_path / f"m{run}"
+            p = start_stream_runner(broker_url, s, str(ck), str(out), str(markers), "0 seconds",
+                                    *opts, log_path=log)
+            try:
+                try:
+                    # a batch with rows completed, or (rarely) the earlier runs already wrote
+                    # everything: then this crash hits an idle query, a valid crash point too
+                    wait_until(_progress(p, markers, spark, out), 420, interval=0.5,
+                               what=f"a batch in run {run}")
+                except AssertionError as e:
+                    raise AssertionError(f"{e}\n{dump_group_stacks(p)}\n----- runner.log tail\n"
+                                         f"{log.read_text()[-3000:]}") from e
+                assert p.poll() is None, log.read_text()[-3000:]
+                mid_stream += any(markers.glob("batch-*"))
+                time.sleep(rnd.uniform(0.0, 2.0))      # mid-batch or between batches
+            finally:
+                kill_group(p)
+        markers = tmp_path / "final"
+        p = start_stream_runner(broker_url, s, str(ck), str(out), str(markers), "availableNow",
+                                *opts, log_path=log)
+        try:
+            try:
+                rc = p.wait(timeout=400)
+            except subprocess.TimeoutExpired as e:
+                raise AssertionError(f"the AvailableNow run did not finish in 400 s\n"
+                                     f"{dump_group_stacks(p)}") from e
+            assert rc == 0, log.read_text()[-3000:]
+        finally:
+            kill_group(p)
+        assert (markers / "done").exists()
+        df = spark.read.parquet(str(out))
+        ids = [r.id for r in df.select("id").collect()]
+        offsets = {r.offset for r in df.select("offset").collect()}
+        dups = len(ids) - len(set(ids))
+        print(f"\n[stream crash test {broker_url.split('@')[-1]}] rows={len(ids)} "
+              f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH} "
+              f"in {time.monotonic() - t0:.0f}s")
+        assert dups == 0
+        assert len(ids) == N
+        assert set(ids) == {"%06d" % i for i in range(N)}
+        assert offsets == set(range(N))
+    finally:
+        delete(broker_url, s)
