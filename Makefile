@@ -18,7 +18,7 @@ demo: venv
 	$(PY) jobs/flight_delays.py --demo
 
 test: venv
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 	# the codec once more in pure Python (the run above uses the compiled fast paths when built)
 	SPARK_AMQP_PURE_PYTHON=1 SPARK_AMQP_REQUIRE_SPEEDUPS= $(PY) -m pytest -q -p no:cacheprovider tests/protocol
 
