@@ -69,11 +69,12 @@ def local_spark(app_name: str, **conf: str):
     return spark
 
 
-def fill_queue(url: str, queue: str, n: int, body: bytes) -> None:
-    """Publish ``n`` copies of ``body`` to ``queue`` (default exchange) with confirms, then
-    wait until the queue reports ``n`` ready messages (at most 120 s; TimeoutError)."""
+def publish_confirmed(url: str, queue: str, n: int, body: bytes) -> float:
+    """Publish ``n`` copies of ``body`` to ``queue`` (default exchange) in batches of 20,000
+    under publisher confirms; returns the seconds taken. RuntimeError if any is nacked."""
     from ..client import connect
 
+    t0 = time.perf_counter()
     with connect(url) as c:
         ch = c.channel()
         ch.confirm_select()
@@ -81,8 +82,21 @@ def fill_queue(url: str, queue: str, n: int, body: bytes) -> None:
         while left:
             k = min(left, 20000)
             ch.publish_batch([(body,)] * k, routing_key=queue)
-            ch.wait_for_confirms(timeout=300)
+            res = ch.wait_for_confirms(timeout=300)
+            if res.nacked:
+                raise RuntimeError(f"{len(res.nacked)} publishes to {queue} nacked")
             left -= k
+    return time.perf_counter() - t0
+
+
+def fill_queue(url: str, queue: str, n: int, body: bytes) -> None:
+    """Publish ``n`` copies of ``body`` to ``queue`` (default exchange) with confirms, then
+    wait until the queue reports ``n`` ready messages (at most 120 s; TimeoutError)."""
+    from ..client import connect
+
+    publish_confirmed(url, queue, n, body)
+    with connect(url) as c:
+        ch = c.channel()
         deadline = time.monotonic() + 120
         while ch.queue_declare(queue, passive=True).message_count < n:
             if time.monotonic() > deadline:

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 
-from .common import BrokerProcess
+from .common import BrokerProcess, publish_confirmed
 from .source import DEFAULT_URL
 
 PREFETCH = 1000
@@ -98,21 +98,7 @@ class RssPeak:
 
 def publish(url: str, queue: str, n: int, body: bytes) -> float:
     """Publish ``n`` copies of ``body`` to ``queue`` with confirms; seconds taken."""
-    from ..client import connect
-
-    t0 = time.perf_counter()
-    with connect(url) as c:
-        ch = c.channel()
-        ch.confirm_select()
-        left = n
-        while left:
-            k = min(left, 20000)
-            ch.publish_batch([(body,)] * k, routing_key=queue)
-            res = ch.wait_for_confirms(timeout=300)
-            if res.nacked:
-                raise RuntimeError(f"{len(res.nacked)} publishes nacked")
-            left -= k
-    return time.perf_counter() - t0
+    return publish_confirmed(url, queue, n, body)
 
 
 def read_ours(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
