@@ -542,7 +542,14 @@ class Channel:
         if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
             raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
         args = method.arguments or {}
-        start = q.check_consume(self, method.no_ack, args) if q.stream else 0
+        if q.stream:
+            start = q.check_consume(self, method.no_ack, args)
+        else:
+            start = 0
+            if "x-stream-offset" in args:   # RabbitMQ 3.10.8: 406 on classic and quorum queues
+                qtype = "rabbit_quorum_queue" if q.quorum else "rabbit_classic_queue"
+                raise PreconditionFailed(f"invalid arg 'x-stream-offset' for queue '{name}' in vhost "
+                                         f"'{self.vhost.name}' of queue type {qtype}", cid, mid)
         if q.quorum and self.prefetch_global:
             raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
         prio = args.get("x-priority", 0)

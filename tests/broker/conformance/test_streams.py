@@ -438,3 +438,17 @@ def test_retention_by_age(amqp):
     _publish(ch, q, 20, start=20, size=100)              # new segments: retention runs
     got = amqp.wait_for(lambda: (o := _read_all(amqp, q)) and o[0] > 0 and o, what="retention by age")
     assert got == sorted(set(got)) and len(got) < 40 and len(got) >= 1
+
+
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+def test_stream_offset_on_a_queue_that_is_not_a_stream_is_406(amqp, queue_type):
+    # RabbitMQ 3.10.8: "PRECONDITION_FAILED - invalid arg 'x-stream-offset' for queue 'Q' in
+    # vhost '/' of queue type rabbit_classic_queue" (rabbit_quorum_queue for quorum queues).
+    conn = amqp.connect()
+    ch = conn.channel()
+    q = amqp.queue(ch, durable=True, arguments={"x-queue-type": queue_type})
+    ch.basic_qos(prefetch_count=10)
+    with broker_closes_channel(406) as ei:
+        ch.basic_consume(q, lambda *a: None, arguments={"x-stream-offset": "first"})
+    assert f"invalid arg 'x-stream-offset' for queue '{q}'" in ei.value.reply_text
+    assert f"of queue type rabbit_{queue_type}_queue" in ei.value.reply_text
