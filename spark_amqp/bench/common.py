@@ -12,29 +12,38 @@ import time
 __all__ = ["BrokerProcess", "fill_queue", "local_spark"]
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class BrokerProcess:
     """The embedded broker in its own process (``spark_amqp.broker.serve()``, in memory, an
     ephemeral port), as RabbitMQ runs in its own: in the benchmark's process it would share the
     GIL with the baselines. ``url`` is its AMQP URI; use as a context manager (SIGTERM on exit).
     ``pid``: the process id, to measure its CPU. ``data_dir``: a data directory (durable
-    store and stream segment files) instead of memory only."""
+    store and stream segment files) instead of memory only. ``management``: also serve the
+    management HTTP API, on ``http_port`` (else None)."""
 
-    def __init__(self, start_timeout: float = 20.0, data_dir: str | None = None):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+    def __init__(self, start_timeout: float = 20.0, data_dir: str | None = None,
+                 management: bool = False):
+        self.port = _free_port()
+        self.http_port = _free_port() if management else None
         self.proc = subprocess.Popen([sys.executable, "-c",
                                       "import logging; logging.basicConfig(level=logging.WARNING); "
                                       f"from spark_amqp.broker import serve; "
-                                      f"serve('127.0.0.1', {self.port}, {data_dir!r})"])
+                                      f"serve('127.0.0.1', {self.port}, {data_dir!r}, "
+                                      f"management_port={self.http_port})"])
         self.pid = self.proc.pid
         deadline = time.monotonic() + start_timeout
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        for port in filter(None, (self.port, self.http_port)):
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
 
     def __enter__(self) -> "BrokerProcess":

@@ -25,13 +25,13 @@ whatever else runs on the machine: rounds alternate so that drift hits both mode
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
 from .broker import run_suite
+from .common import BrokerProcess
 
 _POLLER = """
 import base64, sys, time, urllib.request
@@ -47,46 +47,6 @@ while True:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout}s")
-
-
-class _Broker:
-    """``serve()`` in its own process, with the management API on ``http_port`` (or none)."""
-
-    def __init__(self, management: bool):
-        self.port = _free_port()
-        self.http_port = _free_port() if management else None
-        code = ("import logging; logging.basicConfig(level=logging.WARNING); "
-                f"from spark_amqp.broker import serve; serve('127.0.0.1', {self.port}, "
-                f"management_port={self.http_port})")
-        self.proc = subprocess.Popen([sys.executable, "-c", code])
-        _wait_port(self.port)
-        if self.http_port:
-            _wait_port(self.http_port)
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.proc.terminate()
-        self.proc.wait(30)
-
-
 def _cpu_seconds(pid: int) -> float:
     import os
 
@@ -100,7 +60,7 @@ def polling_cpu(args, queues: int) -> tuple[float, float, int]:
     every ``args.interval`` s for ``args.cpu_seconds`` with ``queues`` queues declared."""
     import pika
 
-    with _Broker(management=True) as broker:
+    with BrokerProcess(start_timeout=30.0, management=True) as broker:
         conn = pika.BlockingConnection(pika.URLParameters(broker.url))
         ch = conn.channel()
         for i in range(queues):
@@ -151,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     modes: dict[str, list[dict[str, float]]] = {"baseline": [], "polled": []}
     polls = 0
-    with _Broker(management=True) as broker:
+    with BrokerProcess(start_timeout=30.0, management=True) as broker:
         for r in range(args.rounds):
             for mode in ("baseline", "polled") if r % 2 == 0 else ("polled", "baseline"):
                 poller = None
@@ -168,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                         poller.wait(30)
                 print(f"round {r + 1} {mode}: " + ", ".join(f"{k} {v:,.0f}" for k, v in modes[mode][-1].items()),
                       flush=True)
-    with _Broker(management=False) as broker:
+    with BrokerProcess(start_timeout=30.0) as broker:
         off = run_suite("mgmt-off", broker.url, args, True)
 
     print(f"\n{args.messages:,} messages of {args.size} B (client figure: {args.client_messages:,}), "
