@@ -8,33 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
-
-from spark_amqp.cli.main import cli
-
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-    return invoke
-
-
-@pytest.fixture
-def cleanup(broker_url):
-    """Collects queue/exchange names to delete after the test (RabbitMQ state persists)."""
-    from spark_amqp.client import connect
-
-    names: dict[str, list[str]] = {"queues": [], "exchanges": []}
-    yield names
-    with connect(broker_url) as conn:
-        ch = conn.channel()
-        for q in names["queues"]:
-            ch.queue_delete(q)
-        for e in names["exchanges"]:
-            ch.exchange_delete(e)
 
 
 def test_publish_lines_then_consume(run, broker_url, unique, cleanup):

@@ -10,20 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from spark_amqp.cli.main import cli
 
 N = 2_500
-
-
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args, input=None):
-        return runner.invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
-    return invoke
 
 
 @pytest.fixture

@@ -6,40 +6,14 @@ import json
 
 import pika
 import pytest
-from click.testing import CliRunner
 
-from spark_amqp.cli.main import cli
 from spark_amqp.client.streams import murmur3_32, partition_for
 
 
-@pytest.fixture
-def run():
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-    return invoke
-
-
-@pytest.fixture
-def names(broker_url):
-    """Queue/exchange names to delete after the test (RabbitMQ state persists)."""
-    from spark_amqp.client import connect
-
-    out: dict[str, list[str]] = {"queues": [], "exchanges": []}
-    yield out
-    with connect(broker_url) as conn:
-        ch = conn.channel()
-        for q in out["queues"]:
-            ch.queue_delete(q)
-        for e in out["exchanges"]:
-            ch.exchange_delete(e)
-
-
-def test_add_super_stream_topology_and_info(run, broker_url, unique, names):
+def test_add_super_stream_topology_and_info(run, broker_url, unique, cleanup):
     name = unique("super")
-    names["exchanges"].append(name)
-    names["queues"].extend(f"{name}-{i}" for i in range(3))
+    cleanup["exchanges"].append(name)
+    cleanup["queues"].extend(f"{name}-{i}" for i in range(3))
     r = run("streams", "add-super-stream", name, "--partitions", 3, "--max-age", "7D", "--uri", broker_url)
     assert r.exit_code == 0, r.output
     assert f"{name}-2" in r.stdout
@@ -64,9 +38,9 @@ def test_add_super_stream_topology_and_info(run, broker_url, unique, names):
         (f"{name}-0", 0, 0), (f"{name}-1", 0, 1), (f"{name}-2", 0, 2)]
 
 
-def test_info_of_one_stream_and_of_an_empty_one(run, broker_url, unique, names):
+def test_info_of_one_stream_and_of_an_empty_one(run, broker_url, unique, cleanup):
     q, empty = unique("s"), unique("empty")
-    names["queues"] += [q, empty]
+    cleanup["queues"] += [q, empty]
     c = pika.BlockingConnection(pika.URLParameters(broker_url))
     ch = c.channel()
     for n in (q, empty):
