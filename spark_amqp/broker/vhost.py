@@ -86,7 +86,9 @@ class VHost:
         if name == "":
             raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
         if type_ not in EXCHANGE_TYPES:
-            raise CommandInvalid(f"invalid exchange type '{type_}'", cid, mid)
+            # RabbitMQ 3.10 (rabbit_exchange:check_type): "unknown exchange type" for a name
+            # that is not an Erlang atom on the node (any name never seen), "invalid" otherwise
+            raise CommandInvalid(f"unknown exchange type '{type_}'", cid, mid)
         if x is not None:
             for what, have, got in (("type", x.type, type_), ("durable", x.durable, durable),
                                     ("auto_delete", x.auto_delete, auto_delete), ("internal", x.internal, internal)):

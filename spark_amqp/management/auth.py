@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 
 __all__ = ["Principal", "authenticate_header", "AuthError", "MANAGEMENT_TAGS"]
 
@@ -82,7 +81,7 @@ def authenticate_header(config, header: str | None) -> Principal:
         raise AuthError("not_authorized", "Login failed") from None
     user, sep, password = raw.partition(":")
     u = config.users.get(user)
-    if not sep or u is None or not hmac.compare_digest(u.password.encode(), password.encode()):
+    if not sep or u is None or not u.check_password(password):
         raise AuthError("not_authorized", "Login failed")
     if not any(t in MANAGEMENT_TAGS for t in u.tags):
         raise AuthError("not_authorised", "Not management user")

@@ -1,7 +1,8 @@
 """``GET``/``POST /api/definitions[/{vhost}]``: export and import of the broker's topology.
 
 The export has RabbitMQ's shape (``rabbit_mgmt_wm_definitions``): ``rabbit_version``,
-``users`` (``password_hash`` = base64(salt + SHA-256(salt + password)),
+``users`` (the configured ``password_hash`` and ``hashing_algorithm``; for a user configured
+with a clear-text password, base64(salt + SHA-256(salt + password)) and
 ``rabbit_password_hashing_sha256``, as RabbitMQ stores them), ``vhosts``, ``permissions``,
 ``parameters``, ``policies``, ``queues`` (not exclusive ones), ``exchanges`` (not the default
 and ``amq.*`` ones) and ``bindings`` (not the default exchange's implicit ones). A
@@ -9,35 +10,58 @@ per-vhost export has no users, vhosts or permissions, and objects without ``vhos
 
 Import (a file exported by RabbitMQ or by us) declares, in this order, vhosts,
 permissions, exchanges, queues and bindings, with the same checks as AMQP declares (an
-inequivalent existing object answers 400 naming it). Users: tags of existing users are
-updated; a new user is added only when the file gives its ``password`` in clear (an
-extension; RabbitMQ's files carry only hashes, and this broker's users log in with the
-configured password), others are listed in the 400 answer.
+inequivalent existing object answers 400 naming it). Users, as RabbitMQ's import
+(``rabbit_definitions:add_user``): a user is added, or an existing one's tags and password
+replaced, from its ``password_hash`` and ``hashing_algorithm`` (RabbitMQ's default
+``rabbit_password_hashing_sha256`` when absent), so a file exported by RabbitMQ or by this
+broker brings its users with their passwords; ``password`` in clear is accepted too (an
+extension). A hash that is not valid for its algorithm answers 400 naming the user, before
+anything is imported.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 
-from ..broker.config import Permission, User
+from ..broker.config import ConfigError, Permission, User
+from ..broker.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 from ..broker.exchange import Exchange
 from ..broker.vhost import VHost
 from ..protocol.errors import AMQPError
 from .http import ApiError, Ctx, parse_bool
 from .read_routes import RABBITMQ_COMPAT_VERSION
 
-__all__ = ["password_hash", "export_definitions", "import_definitions", "DEFINITION_ROUTES"]
+__all__ = ["user_view", "export_definitions", "import_definitions", "DEFINITION_ROUTES"]
 
 _SALTS: dict[str, bytes] = {}
 
 
-def password_hash(password: str) -> str:
-    """RabbitMQ's ``rabbit_password_hashing_sha256`` form: base64(salt(4) + sha256(salt +
-    password)); the salt is fixed per password for the broker's lifetime."""
-    salt = _SALTS.setdefault(password, os.urandom(4))
-    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+def user_view(u: User) -> dict:
+    """A user as RabbitMQ's API and definitions show it: ``name``, ``password_hash``,
+    ``hashing_algorithm``, ``tags``, ``limits``. A configured hash is shown as configured; a
+    clear-text password as RabbitMQ's default SHA-256 form, with a salt drawn once per user
+    and password for the broker's lifetime (so repeated exports are equal)."""
+    if u.password_hash is not None:
+        h, algorithm = u.password_hash, u.hashing_algorithm
+    else:
+        salt = _SALTS.setdefault(f"{u.name}\0{u.password}", os.urandom(4))
+        h, algorithm = hash_password(u.password, DEFAULT_HASHING_ALGORITHM, salt), DEFAULT_HASHING_ALGORITHM
+    return {"name": u.name, "password_hash": h, "hashing_algorithm": algorithm, "tags": list(u.tags),
+            "limits": {}}
+
+
+def _imported_user(u: dict) -> User:
+    """The :class:`User` of a definitions entry; raises :class:`ApiError` 400 naming the user."""
+    name, tags = str(u["name"]), _tags(u.get("tags"))
+    try:
+        if "password_hash" in u:
+            return User(name, tags=tags, password_hash=str(u["password_hash"] or ""),
+                        hashing_algorithm=str(u.get("hashing_algorithm") or DEFAULT_HASHING_ALGORITHM))
+        if "password" in u:
+            return User(name, str(u["password"]), tags)
+    except (ConfigError, ValueError) as exc:
+        raise ApiError(400, "bad_request", f"definitions: {exc}") from None
+    raise ApiError(400, "bad_request", f"definitions: user {name!r} has neither password_hash nor password")
 
 
 def _objects(v: VHost, with_vhost: bool) -> tuple[list, list, list]:
@@ -85,9 +109,7 @@ def export_definitions(ctx: Ctx, vhost: str | None = None) -> dict:
     return {
         "rabbit_version": RABBITMQ_COMPAT_VERSION, "rabbitmq_version": RABBITMQ_COMPAT_VERSION,
         "product_name": "spark-amqp", "product_version": __import__("spark_amqp").__version__,
-        "users": [{"name": u.name, "password_hash": password_hash(u.password),
-                   "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": list(u.tags), "limits": {}}
-                  for u in cfg.users.values()],
+        "users": [user_view(u) for u in cfg.users.values()],
         "vhosts": [{"name": n, "limits": [], "metadata": {"description": "", "tags": []}}
                    for n in ctx.broker.vhosts],
         "permissions": [{"user": u, "vhost": vn, "configure": p.configure, "write": p.write, "read": p.read}
@@ -114,18 +136,10 @@ def import_definitions(ctx: Ctx, vhost: str | None = None):
     cfg = broker.config
     if vhost is not None:
         ctx.vhost(vhost)
-    skipped = []
     if vhost is None:
-        for u in d.get("users") or []:
-            name = u.get("name")
-            if not name:
-                continue
-            if name in cfg.users:
-                cfg.users[name].tags = _tags(u.get("tags"))
-            elif "password" in u:
-                cfg.users[name] = User(name, str(u["password"]), _tags(u.get("tags")))
-            else:
-                skipped.append(name)
+        users = [_imported_user(u) for u in d.get("users") or [] if u.get("name")]  # all checked first
+        for u in users:
+            cfg.users[u.name] = u
         for vd in d.get("vhosts") or []:
             n = vd.get("name")
             if n and n not in broker.vhosts:
@@ -167,10 +181,6 @@ def import_definitions(ctx: Ctx, vhost: str | None = None):
     except AMQPError as exc:
         raise ApiError(400, "bad_request", exc.reply_text) from None
     broker.kick()
-    if skipped:
-        raise ApiError(400, "bad_request",
-                       f"users {', '.join(skipped)} not imported: only a password hash is given; add them to "
-                       f"the broker config (or give \"password\" in the file); everything else was imported")
     return NoContent()
 
 

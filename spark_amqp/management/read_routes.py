@@ -157,9 +157,8 @@ def vhost(ctx: Ctx, vhost: str):
 
 
 def _user_view(u) -> dict:
-    from .definitions import password_hash
-    return {"name": u.name, "password_hash": password_hash(u.password),
-            "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": list(u.tags), "limits": {}}
+    from .definitions import user_view
+    return user_view(u)
 
 
 def users(ctx: Ctx):

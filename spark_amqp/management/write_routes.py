@@ -58,7 +58,9 @@ def put_exchange(ctx: Ctx, vhost: str, name: str):
     existed = name in v.exchanges
     t = b.get("type") or "direct"
     if t not in ("direct", "fanout", "topic", "headers"):
-        raise ApiError(400, "bad_request", f"invalid exchange type '{t}'")
+        # RabbitMQ 3.10 (rabbit_exchange:check_type): "unknown exchange type" for a name that is
+        # not an Erlang atom on the node (any name never seen), "invalid ..." for one that is
+        raise ApiError(400, "bad_request", f"unknown exchange type '{t}'")
     _call(v.declare_exchange, name, t, False, parse_bool(b.get("durable"), "durable", True),
           parse_bool(b.get("auto_delete"), "auto_delete"), parse_bool(b.get("internal"), "internal"), _args(b))
     return NoContent() if existed else Created()
