@@ -37,3 +37,17 @@ def test_start_on_a_port_in_use_names_the_option(tmp_path):
     assert r.exit_code == 1
     assert f"127.0.0.1:{port} is already in use: choose another --port" in r.output
     assert not (tmp_path / "cluster.json").exists()
+
+
+def test_readme_cluster_commands_are_the_tested_ones():
+    """test_cluster.py runs the job with the README's spark-submit line (free ports, the
+    package's own spark-defaults.conf, which `spark-amqp conf` copies): keep them the same."""
+    from app.test_readme import code_blocks, commands, section
+
+    lines = [c for b in code_blocks(section("Running on a cluster (spark-submit)"), "sh")
+             for c in commands(b)]
+    assert "spark-amqp cluster start" in lines and "spark-amqp cluster stop" in lines
+    assert "spark-amqp conf" in lines
+    submit = [c for c in lines if c.startswith("spark-submit --master spark://127.0.0.1:7077")]
+    assert submit and "--properties-file conf/spark-defaults.conf" in submit[0]
+    assert submit[0].endswith('"$JOB" --demo --limit 20000')
