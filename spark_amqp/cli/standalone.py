@@ -33,7 +33,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
