@@ -8,7 +8,8 @@ Subcommands, one per module:
 - ``depth``   (:mod:`.depth`)   how many messages a queue holds (touches none);
 - ``peek``    (:mod:`.peek`)    show the first N messages of a queue and requeue them;
 - ``conf``    (:mod:`.conf`)    write the default configuration files to a folder;
-- ``streams`` (:mod:`.streams`) super streams and stream offsets.
+- ``streams`` (:mod:`.streams`) super streams and stream offsets;
+- ``cluster`` (:mod:`.cluster`) a local Spark standalone cluster (master + workers).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import click
 
 from .. import __version__
 from .broker import broker
+from .cluster import cluster
 from .conf import conf
 from .consume import consume
 from .depth import depth
@@ -38,6 +40,7 @@ cli.add_command(streams)
 cli.add_command(depth)
 cli.add_command(peek)
 cli.add_command(conf)
+cli.add_command(cluster)
 
 
 def main(argv: list[str] | None = None) -> None:
