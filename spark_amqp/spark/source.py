@@ -19,14 +19,19 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   ``maxBufferedBytes`` of deliveries are received but not planned (``Connection.set_read_limit``,
   TCP back-pressure; heartbeats go on), and a batch holds at most ``maxBytesPerTrigger``.
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
-* ``partitions(start, end)`` ships the messages' frames, undecoded as received by the driver's
-  raw-mode channels (:mod:`.source_frames`), inside picklable :class:`AmqpInputPartition`s (at
-  most ``maxMessagesPerPartition`` and ``maxBytesPerPartition``, but at least one message,
-  each); a range planned by an
-  earlier session (restart replay or reconnect) yields no partitions: its deliveries were never
-  acked, so the broker redelivers them (redelivered=true) into later batches.
-* ``read`` decodes the frames column-wise and converts (:mod:`.source_frames`, :mod:`.arrow`),
-  yielding Arrow batches with the exact schema.
+* ``partitions(start, end)`` slices the messages' frames, undecoded as received by the
+  driver's raw-mode channels (:mod:`.source_frames`), into picklable
+  :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` and
+  ``maxBytesPerPartition``, but at least one message, each). The first
+  :data:`INLINE_BATCH_BYTES` of a batch travel inside the partitions; the rest stay in the
+  runner, which serves them to the executors over a socket until the batch is committed
+  (:mod:`.source_serve`; a partition then carries a :class:`.source_serve.FramesRef`), so a
+  big batch does not bloat Spark's task binary. A range planned by an earlier session
+  (restart replay or reconnect) yields no partitions: its deliveries were never acked, so the
+  broker redelivers them (redelivered=true) into later batches.
+* ``read`` fetches the frames when the partition holds a reference, decodes them column-wise
+  and converts (:mod:`.source_frames`, :mod:`.arrow`), yielding Arrow batches with the exact
+  schema.
 
 Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
 replays at most that batch (as redeliveries).
@@ -45,7 +50,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from .arrow import to_record_batches
 from .options import SourceOptions
 from .source_buffer import Session, fair_split
-from .source_frames import FramesPart, frames_part, unpack
+from .source_frames import FramesPart, frames_chunks, frames_part, unpack
+from .source_serve import FramesRef, PartitionServer, fetch
 from .source_offsets import SourceOffset
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
@@ -78,6 +84,10 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
+#: bytes of frames per batch that travel inside the partitions (so in Spark's task binary);
+#: the rest is served by the runner (:mod:`.source_serve`). Spark warns about task binaries
+#: above 1000 KiB; a fetch costs a connection and a copy (see README "Large messages").
+INLINE_BATCH_BYTES = 512 * 1024
 
 
 def _with_framing(max_bytes: int) -> int:
@@ -92,11 +102,12 @@ def _with_framing(max_bytes: int) -> int:
 @dataclass
 class AmqpInputPartition(InputPartition):
     """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
-    of ``session``. Carries the messages' frames (:class:`.source_frames.FramesPart`), so
-    pickling it ships the data."""
+    of ``session``. ``data`` carries the messages' frames (:class:`.source_frames.FramesPart`:
+    pickling it ships them) or where to fetch them from the driver's source runner
+    (:class:`.source_serve.FramesRef`)."""
 
     session: str
-    data: FramesPart
+    data: FramesPart | FramesRef
 
     def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
         self.value = None
@@ -133,6 +144,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end: dict | None = None  # last offset latestOffset returned
         self._reconnect_deadline: float | None = None  # AvailableNow: reconnect attempts end
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
+        self._server: PartitionServer | None = None  # serves big batches' partitions
+        self._server_failed = False  # could not bind: every partition goes inline
 
     # Pickled to the executors: only the configuration travels, never sockets or buffers.
     def __getstate__(self) -> dict:
@@ -374,6 +387,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         Returns ``start`` unchanged when nothing new is buffered (no empty batches).
         """
         start_off = SourceOffset.from_dict(start) if start is not None else None
+        if start_off is not None:
+            self._release(start_off)  # committed: no task needs those partitions again
         max_rows = None
         max_bytes = self.options.max_bytes_per_trigger  # always: it bounds driver memory
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
@@ -526,6 +541,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts: list[AmqpInputPartition] = []
         step = self.options.max_messages_per_partition
         max_bytes = _with_framing(self.options.max_bytes_per_partition)
+        inline_room = INLINE_BATCH_BYTES
         for q, e in e_off.queues:
             buf = s.buffers.get(q)
             if buf is None:
@@ -538,24 +554,62 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 hi = buf.end_within(lo, max_bytes, min(lo + step, e))
                 if hi <= lo:  # not buffered: slice() raises the bookkeeping error
                     hi = min(lo + step, e)
-                parts.append(AmqpInputPartition(s.id, frames_part(q, lo, buf.slice(lo, hi))))
+                pieces = buf.slice(lo, hi)
+                nbytes = buf.bytes_between(lo, hi)
+                server = None if nbytes <= inline_room else self._partition_server()
+                if server is None:
+                    inline_room -= nbytes
+                    data: Any = frames_part(q, lo, pieces)
+                else:
+                    data = server.hold(s.id, q, lo, hi - lo, frames_chunks(pieces))
+                parts.append(AmqpInputPartition(s.id, data))
                 lo = hi
         return parts
 
+    def _partition_server(self) -> PartitionServer | None:
+        """The runner's partition server, started at first use; None (logged once, partitions
+        then go inline) when it cannot bind."""
+        if self._server is None and not self._server_failed:
+            try:
+                self._server = PartitionServer()
+            except OSError as e:
+                self._server_failed = True
+                log.warning("amqp source: cannot serve partitions from the driver (%s); big "
+                            "batches travel inside Spark's task binary", e)
+            else:
+                log.info("amqp source: serving partitions at %s:%d", self._server.host,
+                         self._server.port)
+        return self._server
+
+    def _release(self, committed: SourceOffset) -> None:
+        """Forget the served partitions a committed offset covers (see
+        :meth:`.source_serve.PartitionServer.release`)."""
+        if self._server is not None:
+            self._server.release(committed.session, committed.as_map(),
+                                 self._session.id if self._session else None)
+
     def read(self, partition: AmqpInputPartition) -> Iterator:
-        """Executor side: yield the partition's rows as Arrow record batches. No broker I/O."""
-        if partition.data is None:
+        """Executor side: yield the partition's rows as Arrow record batches. No broker I/O;
+        a partition holding a :class:`.source_serve.FramesRef` is first fetched from the
+        driver's source runner (``PartitionFetchError`` when that fails: the batch fails,
+        nothing in it is acked)."""
+        part = partition.data
+        if part is None:
             return iter(())
-        return to_record_batches(unpack(partition.data, self.options.include_headers))
+        if isinstance(part, FramesRef):
+            part = FramesPart(part.queue, part.start, part.n, fetch(part))
+        return to_record_batches(unpack(part, self.options.include_headers))
 
     # -- acks and shutdown -------------------------------------------------------------------
 
     def commit(self, end: dict) -> None:
         """Backstop: ack every delivery up to ``end`` (idempotent; usually already acked by the
         ``latestOffset`` that followed the batch). Connection errors only end the session."""
+        off = SourceOffset.from_dict(end)
+        self._release(off)
         if self._consumer is None:
             return
-        self._ack_safely(SourceOffset.from_dict(end))
+        self._ack_safely(off)
 
     def stop(self, fast: bool = False) -> None:
         """Cancel the consumers and close the connection. Deliveries not yet acked (the last
@@ -563,6 +617,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         broker. ``fast``: only ``connection.close`` (which cancels the consumers and closes
         the channels on the broker, AMQP 0-9-1 §1.4.2.5), used when Spark is ending the
         process."""
+        server, self._server = self._server, None
+        if server is not None:
+            self._stats["served"] = server.stats["served"]
+            server.close()
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             if fast:
