@@ -154,6 +154,8 @@ def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
         r = r.option("maxMessagesPerPartition", args.per_partition)
     if args.prefetch is not None:
         r = r.option("prefetch", args.prefetch)
+    if args.inline_bytes is not None:
+        r = r.option("maxInlineBytesPerTrigger", args.inline_bytes)
     df = r.load()
     return _run_query(spark, df, tmpdir)
 
@@ -351,6 +353,9 @@ def main(argv=None) -> int:
                          "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=None,
                     help="maxMessagesPerPartition (default: the source's, 50,000)")
+    ap.add_argument("--inline-bytes", type=int, default=None,
+                    help="the source's maxInlineBytesPerTrigger (default 512 KiB; 1 GiB ships "
+                         "every partition inside the task binary, as before issue 19's route)")
     ap.add_argument("--queue-type", choices=["classic", "quorum"], default="classic",
                     help="the benchmark queue's x-queue-type (quorum: durable, RabbitMQ docs/"
                          "quorum-queues.md); every contender drains the same kind of queue")

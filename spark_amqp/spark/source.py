@@ -23,7 +23,7 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   driver's raw-mode channels (:mod:`.source_frames`), into picklable
   :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` and
   ``maxBytesPerPartition``, but at least one message, each). The first
-  :data:`INLINE_BATCH_BYTES` of a batch travel inside the partitions; the rest stay in the
+  ``maxInlineBytesPerTrigger`` (512 KiB) of a batch travel inside the partitions; the rest stay in the
   runner, which serves them to the executors over a socket until the batch is committed
   (:mod:`.source_serve`; a partition then carries a :class:`.source_serve.FramesRef`), so a
   big batch does not bloat Spark's task binary. A range planned by an earlier session
@@ -84,10 +84,6 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
-#: bytes of frames per batch that travel inside the partitions (so in Spark's task binary);
-#: the rest is served by the runner (:mod:`.source_serve`). Spark warns about task binaries
-#: above 1000 KiB; a fetch costs a connection and a copy (see README "Large messages").
-INLINE_BATCH_BYTES = 512 * 1024
 
 
 def _with_framing(max_bytes: int) -> int:
@@ -541,7 +537,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts: list[AmqpInputPartition] = []
         step = self.options.max_messages_per_partition
         max_bytes = _with_framing(self.options.max_bytes_per_partition)
-        inline_room = INLINE_BATCH_BYTES
+        inline_room = self.options.max_inline_bytes_per_trigger
         for q, e in e_off.queues:
             buf = s.buffers.get(q)
             if buf is None:

@@ -753,9 +753,8 @@ def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
 # ------------------------------------------------------------------------------ served partitions
 
 def test_big_batch_partitions_are_served_by_reference_until_commit():
-    # beyond INLINE_BATCH_BYTES a batch's partitions carry a reference, not the frames: the
+    # beyond maxInlineBytesPerTrigger (512 KiB) a batch's partitions carry a reference, not the frames: the
     # runner serves them until the batch is committed; a retried task fetches them again
-    from spark_amqp.spark import source as src
     from spark_amqp.spark.source_serve import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
@@ -769,7 +768,7 @@ def test_big_batch_partitions_are_served_by_reference_until_commit():
     kinds = [type(p.data).__name__ for p in parts]
     assert kinds[0] == "FramesPart" and kinds[-1] == "FramesRef", kinds
     inline = sum(len(p.data.frames) for p in parts if not isinstance(p.data, FramesRef))
-    assert inline <= src.INLINE_BATCH_BYTES
+    assert inline <= r.options.max_inline_bytes_per_trigger == 512 * 1024
     shipped = [pickle.loads(pickle.dumps(p)) for p in parts]   # as Spark ships them
     assert all(len(pickle.dumps(p)) < 1000 for p in parts if isinstance(p.data, FramesRef))
     rows = [x for p in shipped for b in r.read(p) for x in b.to_pylist()]
