@@ -63,7 +63,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
 
-__all__ = ["AmqpStreamReader", "AmqpInputPartition"]
+__all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge"]
 
 log = logging.getLogger("spark_amqp.spark.source")
 
@@ -107,6 +107,24 @@ class AmqpInputPartition(InputPartition):
 
     def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
         self.value = None
+
+
+class MessageTooLarge(ValueError):
+    """A queue holds a message whose body is above ``maxMessageBytes``: the query fails
+    (retrying would take the same message again). Nothing was acked: the client closed the
+    connection before the body arrived and the broker requeued every unacked delivery."""
+
+
+def _body_too_large(e: BaseException | None):
+    """The ``BodyTooLarge`` decoder error behind ``e`` (its cause chain), or None."""
+    from spark_amqp.protocol.errors import BodyTooLarge
+
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, BodyTooLarge):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def _is_connection_error(e: BaseException) -> bool:
@@ -176,7 +194,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._consumer is not None and self._consumer.is_open:
             return True
         if self._consumer is not None:  # the connection died under us
-            self._lose_session("connection closed")
+            why = getattr(self._consumer, "error", None)
+            if why is not None:
+                self._fail_if_too_large(why, self._consumer)
+            self._lose_session(why or "connection closed")
         now = time.monotonic()
         if self._ever_connected and now < self._next_attempt:
             return False
@@ -195,6 +216,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except Exception as e:
             from spark_amqp.protocol.errors import AccessRefused
 
+            self._fail_if_too_large(e, consumer)
             if not self._ever_connected or isinstance(e, AccessRefused) \
                     or not _is_connection_error(e):
                 raise
@@ -267,6 +289,26 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _session_has_data(self) -> bool:
         return any(b.received for b in self._session.buffers.values())
+
+    def _fail_if_too_large(self, e: BaseException, consumer: Any) -> None:
+        """Raise :class:`MessageTooLarge` (naming the queue, the size and ``maxMessageBytes``)
+        when ``e`` comes from a message body above the limit; else return. The connection is
+        already closed by the client, so the broker requeues the message (and every other
+        unacked delivery): nothing is lost or acked."""
+        big = _body_too_large(e)
+        if big is None:
+            return
+        queue = next((q for q, ch in getattr(consumer, "channels", {}).items()
+                      if getattr(ch, "channel_number", None) == big.channel), None)
+        where = f"queue {queue!r}" if queue else f"a queue of {', '.join(self.options.queues)}"
+        if self._consumer is consumer and consumer is not None:
+            self._lose_session(e)
+        raise MessageTooLarge(
+            f"{where} holds a message of {big.body_size} bytes, above maxMessageBytes "
+            f"({big.limit} bytes). Raise the option maxMessageBytes (with spark.driver.memory "
+            "and spark.executor.memory to match: the message goes through alone in its own "
+            "batch), or move the message out of the queue. Nothing was acked: the broker "
+            "requeued it with the other unacked deliveries.") from e
 
     def _schedule_retry(self, now: float) -> None:
         self._next_attempt = now + self._backoff
@@ -414,6 +456,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._targets is not None:
                     want = self._wait_available_now(want, max_rows, max_bytes)
             except Exception as e:
+                self._fail_if_too_large(e, self._consumer)
                 if not _is_connection_error(e):
                     raise
                 self._lose_session(e)
