@@ -156,6 +156,8 @@ def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
         r = r.option("prefetch", args.prefetch)
     if args.inline_bytes is not None:
         r = r.option("maxInlineBytesPerTrigger", args.inline_bytes)
+    if args.max_bytes_per_trigger is not None:
+        r = r.option("maxBytesPerTrigger", args.max_bytes_per_trigger)
     df = r.load()
     return _run_query(spark, df, tmpdir)
 
@@ -165,7 +167,8 @@ def _trigger_rows(args) -> int:
     maxBytesPerTrigger holds (frames ~ body + 60 B)."""
     from ..spark.options import DEFAULT_MAX_BYTES_PER_TRIGGER
 
-    by_bytes = max(1, DEFAULT_MAX_BYTES_PER_TRIGGER // (args.body_size + 60))
+    cap = args.max_bytes_per_trigger or DEFAULT_MAX_BYTES_PER_TRIGGER
+    by_bytes = max(1, cap // (args.body_size + 60))
     if args.max_per_trigger is None:
         return by_bytes
     return min(args.max_per_trigger, by_bytes)
@@ -353,6 +356,8 @@ def main(argv=None) -> int:
                          "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=None,
                     help="maxMessagesPerPartition (default: the source's, 50,000)")
+    ap.add_argument("--max-bytes-per-trigger", type=int, default=None,
+                    help="the source's maxBytesPerTrigger (default 16 MiB)")
     ap.add_argument("--inline-bytes", type=int, default=None,
                     help="the source's maxInlineBytesPerTrigger (default 512 KiB; 1 GiB ships "
                          "every partition inside the task binary, as before issue 19's route)")
