@@ -655,15 +655,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         batch if it has no following trigger, and anything buffered) are requeued by the
         broker. ``fast``: only ``connection.close`` (which cancels the consumers and closes
         the channels on the broker, AMQP 0-9-1 §1.4.2.5), used when Spark is ending the
-        process."""
-        server, self._server = self._server, None
-        if server is not None:
-            self._stats["served"] = server.stats["served"]
-            server.close()
+        process; the partition server's thread is then not waited for)."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             if fast:
                 consumer.abort()
             else:
                 consumer.close()
+        # after the connection: Spark ends the runner moments after asking it to stop
+        server, self._server = self._server, None
+        if server is not None:
+            self._stats["served"] = server.stats["served"]
+            server.close(wait=not fast)
         log.info("amqp source stopped: %s", self._stats)

@@ -200,9 +200,12 @@ class PartitionServer:
         with self._lock:
             return sum(len(c) for e in self._held.values() for c in e[3])
 
-    def close(self) -> None:
-        """Stop serving and forget everything held."""
-        self._server.shutdown()
+    def close(self, wait: bool = True) -> None:
+        """Stop serving and forget everything held. ``wait``: wait (up to ~0.5 s) for the
+        serving thread to end; without it only the listening socket is closed (the process is
+        ending)."""
+        if wait:
+            self._server.shutdown()
         self._server.server_close()
         with self._lock:
             self._held.clear()
