@@ -447,9 +447,6 @@ def main(argv=None) -> int:
                 if args.cpu:
                     print(acct.report(f"the amqp source ({b})"), flush=True)
                 results.append((b, n / t_pika, n / t_alone, src, ceiling, mem.figures))
-
-
-                results.append((b, n / t_pika, n / t_alone, src, ceiling))
                 for k in [int(x) for x in args.streams.split(",") if x.strip()]:
                     stream_rows.append((b, k, *stream_contenders(spark, url, k, n, body, args,
                                                                  tmp)))
@@ -484,11 +481,8 @@ def main(argv=None) -> int:
         print("targets: src/pika >= 1.00x in MB/s with the runner's peak RSS <= 512 MiB")
     else:
         print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
-
-
-    print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
     if stream_rows:
-        queue_rate = {b: n / src.wall for b, _, _, src, _ in results}
+        queue_rate = {b: n / src.wall for b, _, _, src, _, _ in results}
         print(f"\nstream mode: messages={n} body={args.body_size}B "
               f"maxMessagesPerTrigger={args.max_per_trigger} "
               f"maxMessagesPerPartition={args.per_partition}")
