@@ -158,6 +158,8 @@ def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
         r = r.option("maxInlineBytesPerTrigger", args.inline_bytes)
     if args.max_bytes_per_trigger is not None:
         r = r.option("maxBytesPerTrigger", args.max_bytes_per_trigger)
+    if args.max_buffered_bytes is not None:
+        r = r.option("maxBufferedBytes", args.max_buffered_bytes)
     df = r.load()
     return _run_query(spark, df, tmpdir)
 
@@ -358,6 +360,8 @@ def main(argv=None) -> int:
                     help="maxMessagesPerPartition (default: the source's, 50,000)")
     ap.add_argument("--max-bytes-per-trigger", type=int, default=None,
                     help="the source's maxBytesPerTrigger (default 16 MiB)")
+    ap.add_argument("--max-buffered-bytes", type=int, default=None,
+                    help="the source's maxBufferedBytes (default 32 MiB)")
     ap.add_argument("--inline-bytes", type=int, default=None,
                     help="the source's maxInlineBytesPerTrigger (default 512 KiB; 1 GiB ships "
                          "every partition inside the task binary, as before issue 19's route)")
