@@ -23,8 +23,9 @@ and the 8-byte key; the runner answers a status byte (0 ok, 1 unknown key, 2 bad
 8-byte length and that many bytes (the frames, or a UTF-8 error text).
 
 Address: the server binds to the driver host as Spark picks it by default (``Utils.localHostName``:
-the ``SPARK_LOCAL_IP`` environment variable, else the address of this host's name, else
-127.0.0.1), on an ephemeral port; the Python source runner has no Spark conf to read
+the ``SPARK_LOCAL_IP`` environment variable, else the address of this host's name, a loopback
+one replaced by the default route's interface address; see :func:`server_host`), on an
+ephemeral port; the Python source runner has no Spark conf to read
 ``spark.driver.host`` from.
 """
 
@@ -76,14 +77,24 @@ class FramesRef:
 
 def server_host() -> str:
     """The address to bind and advertise (see module doc): ``SPARK_LOCAL_IP``, else the
-    address this host's name resolves to, else ``127.0.0.1``."""
+    address this host's name resolves to; when that is a loopback address, the address of the
+    interface of the default route (Spark's ``Utils.findLocalInetAddress`` also swaps a
+    loopback name address for a non-loopback interface's); else ``127.0.0.1``."""
     env = os.environ.get("SPARK_LOCAL_IP")
     if env:
         return env
     try:
-        return socket.gethostbyname(socket.gethostname())
+        addr = socket.gethostbyname(socket.gethostname())
     except OSError:
-        return "127.0.0.1"
+        addr = "127.0.0.1"
+    if addr.startswith("127."):
+        try:  # a UDP connect sends nothing; it only picks the outgoing interface
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect(("192.0.2.1", 9))  # TEST-NET-1 (RFC 5737): never a real peer
+                addr = probe.getsockname()[0]
+        except OSError:
+            pass
+    return addr
 
 
 class _Handler(socketserver.BaseRequestHandler):
