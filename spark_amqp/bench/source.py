@@ -2,7 +2,8 @@
 
 ``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
 [--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000] [--cpu]
-[--queue-type classic|quorum] [--url amqp://...]``
+[--queue-type classic|quorum] [--url amqp://...] [--max-bytes-per-trigger N]
+[--max-buffered-bytes N] [--inline-bytes N]``
 
 Large messages (issue 19): ``--body-size 262144`` (any body of 64 KiB or more) runs the source
 with its *default* options (the byte limits ``maxBytesPerTrigger``/``maxBytesPerPartition``/
