@@ -365,7 +365,7 @@ def main(argv=None) -> int:
                     help="the source's maxBufferedBytes (default 32 MiB)")
     ap.add_argument("--inline-bytes", type=int, default=None,
                     help="the source's maxInlineBytesPerTrigger (default 512 KiB; 1 GiB ships "
-                         "every partition inside the task binary, as before issue 19's route)")
+                         "every partition inside its task, as before issue 19's route)")
     ap.add_argument("--queue-type", choices=["classic", "quorum"], default="classic",
                     help="the benchmark queue's x-queue-type (quorum: durable, RabbitMQ docs/"
                          "quorum-queues.md); every contender drains the same kind of queue")

@@ -1,4 +1,4 @@
-"""What partition data in the task binary costs: two broker-less synthetic streaming sources.
+"""What partition data inside Spark's tasks costs: two broker-less synthetic streaming sources.
 
 ``python -m spark_amqp.bench.task_binary [--batches 16] [--partitions 4] [--per-partition 16]
 [--body-size 262144] [--rounds 2]``
@@ -6,9 +6,10 @@
 Before issue 19's served partitions (``maxInlineBytesPerTrigger``, ``spark/source_serve.py``)
 the ``amqp`` source in queue mode shipped each micro-batch's messages inside its
 ``InputPartition``s (the driver owns the consuming channel and acks after the commit, so the
-data must come from the driver). Spark keeps the partitions in the batch's RDD, serialises the
-RDD into the task binary, broadcasts it ("Broadcasting large task binary" above 1 MiB) and
-every task deserialises all of it. This benchmark runs, interleaved, ``Trigger.AvailableNow``
+data must come from the driver). The driver JVM holds the partitions and serialises each
+into its task (Spark 4.3's ``DataSourceRDD`` keeps them in a transient field, so they are not
+in the broadcast task binary; Spark warns "Stage N contains a task of very large size" above
+1000 KiB). This benchmark runs, interleaved, ``Trigger.AvailableNow``
 into ``noop`` (``local[2]``):
 
 - **in partitions**: each partition carries its ``--per-partition`` bodies of ``--body-size``

@@ -37,7 +37,7 @@ maxMessageBytes            largest message body accepted: a larger one  13421772
                            and this option (nothing acked; the message
                            stays in the queue)
 maxInlineBytesPerTrigger   bytes of a batch shipped inside its          524288 (512 KiB)
-                           partitions (Spark's task binary); the rest
+                           partitions (Spark's tasks); the rest
                            is served to the executors by the driver's
                            source runner over a socket until the batch
                            is committed. 0: always served; at least
@@ -105,7 +105,7 @@ DEFAULT_MAX_BYTES_PER_PARTITION = 4 * 1024 * 1024
 DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 #: RabbitMQ 3.10's default max_message_size: what a default broker lets through
 DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
-#: below Spark's 1000 KiB "Broadcasting large task binary" warning (see README "Large messages")
+#: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
 _BOOL = {"true": True, "false": False}

@@ -26,7 +26,7 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   ``maxInlineBytesPerTrigger`` (512 KiB) of a batch travel inside the partitions; the rest stay in the
   runner, which serves them to the executors over a socket until the batch is committed
   (:mod:`.source_serve`; a partition then carries a :class:`.source_serve.FramesRef`), so a
-  big batch does not bloat Spark's task binary. A range planned by an earlier session
+  big batch does not bloat Spark's tasks. A range planned by an earlier session
   (restart replay or reconnect) yields no partitions: its deliveries were never acked, so the
   broker redelivers them (redelivered=true) into later batches.
 * ``read`` fetches the frames when the partition holds a reference, decodes them column-wise
@@ -614,7 +614,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             except OSError as e:
                 self._server_failed = True
                 log.warning("amqp source: cannot serve partitions from the driver (%s); big "
-                            "batches travel inside Spark's task binary", e)
+                            "batches travel inside Spark's tasks", e)
             else:
                 log.info("amqp source: serving partitions at %s:%d", self._server.host,
                          self._server.port)

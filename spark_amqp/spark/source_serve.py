@@ -1,13 +1,12 @@
 """Partitions by reference: the driver's source runner serves planned partitions' frames over a
-local TCP socket, so a big micro-batch does not travel inside Spark's task binary.
+local TCP socket, so a big micro-batch does not travel inside Spark's tasks.
 
 Why (issue 19): the queue-mode source consumes on the driver (it acks after Spark's commit),
 so a batch's messages must get from the driver's source runner to the executors. Inside the
-``InputPartition`` they are fields of the batch's RDD: Spark serialises the whole batch into
-the task binary, keeps it in the driver JVM's heap, broadcasts it ("Broadcasting large task
-binary" above 1 MiB) and every task deserialises all of it. Here a partition carries only a
-:class:`FramesRef` (address, per-query secret token, key, byte count) and the executor's
-``read`` fetches its frames from the runner (:func:`fetch`).
+``InputPartition`` the driver JVM holds them and serialises each partition into its task
+(Spark warns "Stage N contains a task of very large size" above 1000 KiB). Here a partition
+carries only a :class:`FramesRef` (address, per-query secret token, key, byte count) and the
+executor's ``read`` fetches its frames from the runner (:func:`fetch`).
 
 Ack-after-commit stays as it was: the :class:`PartitionServer` keeps a partition's frames
 until the batch is committed (the reader calls :meth:`PartitionServer.release` with the
