@@ -2,7 +2,8 @@
 
 ``python -m spark_amqp.bench.source [--broker embedded|rabbitmq|both] [--messages 500000]
 [--body-size 200] [--max-per-trigger 100000] [--prefetch N] [--per-partition 50000] [--cpu]
-[--queue-type classic|quorum] [--url amqp://...]``
+[--queue-type classic|quorum] [--url amqp://...] [--max-bytes-per-trigger N]
+[--max-buffered-bytes N] [--inline-bytes N]``
 
 Large messages (issue 19): ``--body-size 262144`` (any body of 64 KiB or more) runs the source
 with its *default* options (the byte limits ``maxBytesPerTrigger``/``maxBytesPerPartition``/
@@ -154,6 +155,12 @@ def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
         r = r.option("maxMessagesPerPartition", args.per_partition)
     if args.prefetch is not None:
         r = r.option("prefetch", args.prefetch)
+    if args.inline_bytes is not None:
+        r = r.option("maxInlineBytesPerTrigger", args.inline_bytes)
+    if args.max_bytes_per_trigger is not None:
+        r = r.option("maxBytesPerTrigger", args.max_bytes_per_trigger)
+    if args.max_buffered_bytes is not None:
+        r = r.option("maxBufferedBytes", args.max_buffered_bytes)
     df = r.load()
     return _run_query(spark, df, tmpdir)
 
@@ -163,7 +170,8 @@ def _trigger_rows(args) -> int:
     maxBytesPerTrigger holds (frames ~ body + 60 B)."""
     from ..spark.options import DEFAULT_MAX_BYTES_PER_TRIGGER
 
-    by_bytes = max(1, DEFAULT_MAX_BYTES_PER_TRIGGER // (args.body_size + 60))
+    cap = args.max_bytes_per_trigger or DEFAULT_MAX_BYTES_PER_TRIGGER
+    by_bytes = max(1, cap // (args.body_size + 60))
     if args.max_per_trigger is None:
         return by_bytes
     return min(args.max_per_trigger, by_bytes)
@@ -351,6 +359,13 @@ def main(argv=None) -> int:
                          "--max-per-trigger)")
     ap.add_argument("--per-partition", type=int, default=None,
                     help="maxMessagesPerPartition (default: the source's, 50,000)")
+    ap.add_argument("--max-bytes-per-trigger", type=int, default=None,
+                    help="the source's maxBytesPerTrigger (default 16 MiB)")
+    ap.add_argument("--max-buffered-bytes", type=int, default=None,
+                    help="the source's maxBufferedBytes (default 32 MiB)")
+    ap.add_argument("--inline-bytes", type=int, default=None,
+                    help="the source's maxInlineBytesPerTrigger (default 512 KiB; 1 GiB ships "
+                         "every partition inside its task, as before issue 19's route)")
     ap.add_argument("--queue-type", choices=["classic", "quorum"], default="classic",
                     help="the benchmark queue's x-queue-type (quorum: durable, RabbitMQ docs/"
                          "quorum-queues.md); every contender drains the same kind of queue")
@@ -437,9 +452,6 @@ def main(argv=None) -> int:
                 if args.cpu:
                     print(acct.report(f"the amqp source ({b})"), flush=True)
                 results.append((b, n / t_pika, n / t_alone, src, ceiling, mem.figures))
-
-
-                results.append((b, n / t_pika, n / t_alone, src, ceiling))
                 for k in [int(x) for x in args.streams.split(",") if x.strip()]:
                     stream_rows.append((b, k, *stream_contenders(spark, url, k, n, body, args,
                                                                  tmp)))
@@ -474,11 +486,8 @@ def main(argv=None) -> int:
         print("targets: src/pika >= 1.00x in MB/s with the runner's peak RSS <= 512 MiB")
     else:
         print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
-
-
-    print("targets: src/pika >= 1.50x, src/ceil >= 0.50x")
     if stream_rows:
-        queue_rate = {b: n / src.wall for b, _, _, src, _ in results}
+        queue_rate = {b: n / src.wall for b, _, _, src, _, _ in results}
         print(f"\nstream mode: messages={n} body={args.body_size}B "
               f"maxMessagesPerTrigger={args.max_per_trigger} "
               f"maxMessagesPerPartition={args.per_partition}")

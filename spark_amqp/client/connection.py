@@ -121,7 +121,7 @@ class Connection:
         # the sans-IO state machine: negotiation, frame legality, decoding. Guarded by
         # _sm_lock; lock order is _write_lock -> _sm_lock (the I/O thread takes only _sm_lock
         # around receive_data). Hot-path frames (publish, ack) bypass it: they change no state.
-        self._sm = AMQPConnection(Role.CLIENT)
+        self._sm = AMQPConnection(Role.CLIENT, max_body_size=params.max_body_size)
         self._sm_lock = threading.Lock()
         self._wake: list[Channel] = []
         # back-pressure (set_read_limit): stop reading the socket while too many delivery bytes
@@ -402,9 +402,11 @@ class Connection:
                     self._send_method(0, close_method_for(exc, connection=True))
                 except (OSError, AMQPError):
                     pass
+                cause = exc
                 exc = _hard(error_for_code(
                     exc.reply_code, "this client detected a protocol violation by the broker and "
                     f"closed the connection: {exc.reply_text}", exc.class_id, exc.method_id))
+                exc.__cause__ = cause  # callers may look for e.g. BodyTooLarge
             self._lost(exc)
         except OSError as exc:
             if self._closing and self._close_ok.is_set():

@@ -66,7 +66,10 @@ class ConnectionParameters:
         None = wait as long as the connection lives: how long a synchronous method such as
         ``queue.declare`` or ``basic.consume`` waits for its reply before the connection is
         dropped with ``ConnectionLost``; not part of RabbitMQ's URI spec, so only settable as a
-        ``connect()`` keyword).
+        ``connect()`` keyword), max_body_size (int bytes: the largest message body accepted
+        from the broker; a larger one ends the connection with ``BodyTooLarge``, unacked
+        deliveries being requeued; default 512 MiB, RabbitMQ's ceiling for
+        ``max_message_size``; a ``connect()`` keyword only).
     """
 
     host: str = "127.0.0.1"
@@ -88,6 +91,7 @@ class ConnectionParameters:
     ssl_context: Any = None
     client_properties: dict = dataclasses.field(default_factory=dict)
     rpc_timeout: float | None = None
+    max_body_size: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         self.validate()
@@ -96,6 +100,8 @@ class ConnectionParameters:
         """Check ranges; raises ``ValueError`` naming the bad parameter."""
         if self.rpc_timeout is not None and not float(self.rpc_timeout) > 0:
             raise ValueError(f"rpc_timeout must be > 0 seconds or None, got {self.rpc_timeout}")
+        if not int(self.max_body_size) > 0:
+            raise ValueError(f"max_body_size must be > 0 bytes, got {self.max_body_size}")
         if not (0 < int(self.port) < 65536):
             raise ValueError(f"port must be 1-65535, got {self.port}")
         if self.heartbeat is not None and not (0 <= int(self.heartbeat) <= 65535):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 __all__ = [
     "AMQPError",
+    "BodyTooLarge",
     "ChannelError",
     "ConnectionError_",
     "ContentTooLarge",
@@ -140,6 +141,17 @@ class FrameError(ConnectionError_):
     """501: malformed frame, bad frame-end, oversized frame, bad field encoding."""
 
     reply_code, name = 501, "FRAME_ERROR"
+
+
+class BodyTooLarge(FrameError):
+    """501: a content header announces a body above the decoder's ``max_body_size``.
+
+    Attributes: ``channel`` (int), ``body_size`` and ``limit`` (bytes)."""
+
+    def __init__(self, reply_text: str = "", channel: int = 0, body_size: int = 0,
+                 limit: int = 0, **kw):
+        super().__init__(reply_text, **kw)
+        self.channel, self.body_size, self.limit = channel, body_size, limit
 
 
 class AMQPSyntaxError(ConnectionError_):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable
 
-from .errors import AMQPError, ChannelErrorCode, CommandInvalid, FrameError, UnexpectedFrame
+from .errors import (AMQPError, BodyTooLarge, ChannelErrorCode, CommandInvalid, FrameError,
+                     UnexpectedFrame)
 from .properties import (_DECODERS, SPEEDUPS, BasicProperties, decode_properties,
                          properties_decoder)
 from .raw_deliveries import DELIVER_INDEX as _DELIVER_INDEX
@@ -491,7 +492,9 @@ class Decoder:
                 if weight != 0:
                     raise FrameError(f"content header weight is {weight}, must be 0")
                 if body_size > self.max_body_size:
-                    raise FrameError(f"content body of {body_size} bytes exceeds the limit of {self.max_body_size}")
+                    raise BodyTooLarge(f"content body of {body_size} bytes on channel {channel} "
+                                       f"exceeds the limit of {self.max_body_size}", channel,
+                                       body_size, self.max_body_size)
                 p.properties = decode_properties(buf, start + 12, end)
                 if body_size == 0:
                     del pending[channel]

@@ -32,6 +32,17 @@ maxBytesPerPartition       split per-queue batches into partitions of   4194304 
 maxBufferedBytes           the driver stops reading its socket (TCP     33554432 (32 MiB)
                            back-pressure) while it holds more message
                            bytes than this not yet planned into a batch
+maxMessageBytes            largest message body accepted: a larger one  134217728 (128 MiB)
+                           fails the query naming the queue, the size
+                           and this option (nothing acked; the message
+                           stays in the queue)
+maxInlineBytesPerTrigger   bytes of a batch shipped inside its          524288 (512 KiB)
+                           partitions (Spark's tasks); the rest
+                           is served to the executors by the driver's
+                           source runner over a socket until the batch
+                           is committed. 0: always served; at least
+                           maxBytesPerTrigger: never (executors that
+                           cannot reach the driver host)
 includeHeaders             fill the ``headers`` column                  true
 declare                    queue.declare the queues (else a passive     false
                            declare that fails with 404 if missing)
@@ -92,6 +103,10 @@ DEFAULT_MAX_PER_PARTITION = 50000
 DEFAULT_MAX_BYTES_PER_TRIGGER = 16 * 1024 * 1024
 DEFAULT_MAX_BYTES_PER_PARTITION = 4 * 1024 * 1024
 DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
+#: RabbitMQ 3.10's default max_message_size: what a default broker lets through
+DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+#: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
+DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
 _BOOL = {"true": True, "false": False}
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.
@@ -99,6 +114,7 @@ KNOWN_OPTIONS = {**{
     k.lower(): k for k in (
         "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
         "maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes",
+        "maxInlineBytesPerTrigger", "maxMessageBytes",
         "includeHeaders", "declare", "durable", "queueArguments", "failOnDataLoss",
         "availableNowIdleTimeout",
     )
@@ -164,6 +180,8 @@ class SourceOptions:
     max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    max_inline_bytes_per_trigger: int = DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     include_headers: bool = True
     declare: bool = False
     durable: bool = True
@@ -275,6 +293,10 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
                                      default=DEFAULT_MAX_BYTES_PER_PARTITION),
         max_buffered_bytes=_int(o, "maxBufferedBytes", minimum=1,
                                 default=DEFAULT_MAX_BUFFERED_BYTES),
+        max_inline_bytes_per_trigger=_int(o, "maxInlineBytesPerTrigger", minimum=0,
+                                          default=DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER),
+        max_message_bytes=_int(o, "maxMessageBytes", minimum=1,
+                               default=DEFAULT_MAX_MESSAGE_BYTES),
         include_headers=_bool(o, "includeHeaders", True),
         declare=_bool(o, "declare", False),
         durable=_bool(o, "durable", True),

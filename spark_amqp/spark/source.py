@@ -19,14 +19,19 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   ``maxBufferedBytes`` of deliveries are received but not planned (``Connection.set_read_limit``,
   TCP back-pressure; heartbeats go on), and a batch holds at most ``maxBytesPerTrigger``.
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
-* ``partitions(start, end)`` ships the messages' frames, undecoded as received by the driver's
-  raw-mode channels (:mod:`.source_frames`), inside picklable :class:`AmqpInputPartition`s (at
-  most ``maxMessagesPerPartition`` and ``maxBytesPerPartition``, but at least one message,
-  each); a range planned by an
-  earlier session (restart replay or reconnect) yields no partitions: its deliveries were never
-  acked, so the broker redelivers them (redelivered=true) into later batches.
-* ``read`` decodes the frames column-wise and converts (:mod:`.source_frames`, :mod:`.arrow`),
-  yielding Arrow batches with the exact schema.
+* ``partitions(start, end)`` slices the messages' frames, undecoded as received by the
+  driver's raw-mode channels (:mod:`.source_frames`), into picklable
+  :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` and
+  ``maxBytesPerPartition``, but at least one message, each). The first
+  ``maxInlineBytesPerTrigger`` (512 KiB) of a batch travel inside the partitions; the rest stay in the
+  runner, which serves them to the executors over a socket until the batch is committed
+  (:mod:`.source_serve`; a partition then carries a :class:`.source_serve.FramesRef`), so a
+  big batch does not bloat Spark's tasks. A range planned by an earlier session
+  (restart replay or reconnect) yields no partitions: its deliveries were never acked, so the
+  broker redelivers them (redelivered=true) into later batches.
+* ``read`` fetches the frames when the partition holds a reference, decodes them column-wise
+  and converts (:mod:`.source_frames`, :mod:`.arrow`), yielding Arrow batches with the exact
+  schema.
 
 Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
 replays at most that batch (as redeliveries).
@@ -45,7 +50,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from .arrow import to_record_batches
 from .options import SourceOptions
 from .source_buffer import Session, fair_split
-from .source_frames import FramesPart, frames_part, unpack
+from .source_frames import FramesPart, frames_chunks, frames_part, unpack
+from .source_serve import FramesRef, PartitionServer, fetch
 from .source_offsets import SourceOffset
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
@@ -57,7 +63,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
 
-__all__ = ["AmqpStreamReader", "AmqpInputPartition"]
+__all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge"]
 
 log = logging.getLogger("spark_amqp.spark.source")
 
@@ -92,14 +98,33 @@ def _with_framing(max_bytes: int) -> int:
 @dataclass
 class AmqpInputPartition(InputPartition):
     """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
-    of ``session``. Carries the messages' frames (:class:`.source_frames.FramesPart`), so
-    pickling it ships the data."""
+    of ``session``. ``data`` carries the messages' frames (:class:`.source_frames.FramesPart`:
+    pickling it ships them) or where to fetch them from the driver's source runner
+    (:class:`.source_serve.FramesRef`)."""
 
     session: str
-    data: FramesPart
+    data: FramesPart | FramesRef
 
     def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
         self.value = None
+
+
+class MessageTooLarge(ValueError):
+    """A queue holds a message whose body is above ``maxMessageBytes``: the query fails
+    (retrying would take the same message again). Nothing was acked: the client closed the
+    connection before the body arrived and the broker requeued every unacked delivery."""
+
+
+def _body_too_large(e: BaseException | None):
+    """The ``BodyTooLarge`` decoder error behind ``e`` (its cause chain), or None."""
+    from spark_amqp.protocol.errors import BodyTooLarge
+
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, BodyTooLarge):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def _is_connection_error(e: BaseException) -> bool:
@@ -133,6 +158,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end: dict | None = None  # last offset latestOffset returned
         self._reconnect_deadline: float | None = None  # AvailableNow: reconnect attempts end
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
+        self._server: PartitionServer | None = None  # serves big batches' partitions
+        self._server_failed = False  # could not bind: every partition goes inline
 
     # Pickled to the executors: only the configuration travels, never sockets or buffers.
     def __getstate__(self) -> dict:
@@ -167,7 +194,10 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._consumer is not None and self._consumer.is_open:
             return True
         if self._consumer is not None:  # the connection died under us
-            self._lose_session("connection closed")
+            why = getattr(self._consumer, "error", None)
+            if why is not None:
+                self._fail_if_too_large(why, self._consumer)
+            self._lose_session(why or "connection closed")
         now = time.monotonic()
         if self._ever_connected and now < self._next_attempt:
             return False
@@ -186,6 +216,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except Exception as e:
             from spark_amqp.protocol.errors import AccessRefused
 
+            self._fail_if_too_large(e, consumer)
             if not self._ever_connected or isinstance(e, AccessRefused) \
                     or not _is_connection_error(e):
                 raise
@@ -258,6 +289,26 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _session_has_data(self) -> bool:
         return any(b.received for b in self._session.buffers.values())
+
+    def _fail_if_too_large(self, e: BaseException, consumer: Any) -> None:
+        """Raise :class:`MessageTooLarge` (naming the queue, the size and ``maxMessageBytes``)
+        when ``e`` comes from a message body above the limit; else return. The connection is
+        already closed by the client, so the broker requeues the message (and every other
+        unacked delivery): nothing is lost or acked."""
+        big = _body_too_large(e)
+        if big is None:
+            return
+        queue = next((q for q, ch in getattr(consumer, "channels", {}).items()
+                      if getattr(ch, "channel_number", None) == big.channel), None)
+        where = f"queue {queue!r}" if queue else f"a queue of {', '.join(self.options.queues)}"
+        if self._consumer is consumer and consumer is not None:
+            self._lose_session(e)
+        raise MessageTooLarge(
+            f"{where} holds a message of {big.body_size} bytes, above maxMessageBytes "
+            f"({big.limit} bytes). Raise the option maxMessageBytes (with spark.driver.memory "
+            "and spark.executor.memory to match: the message goes through alone in its own "
+            "batch), or move the message out of the queue. Nothing was acked: the broker "
+            "requeued it with the other unacked deliveries.") from e
 
     def _schedule_retry(self, now: float) -> None:
         self._next_attempt = now + self._backoff
@@ -374,6 +425,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         Returns ``start`` unchanged when nothing new is buffered (no empty batches).
         """
         start_off = SourceOffset.from_dict(start) if start is not None else None
+        if start_off is not None:
+            self._release(start_off)  # committed: no task needs those partitions again
         max_rows = None
         max_bytes = self.options.max_bytes_per_trigger  # always: it bounds driver memory
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
@@ -403,6 +456,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._targets is not None:
                     want = self._wait_available_now(want, max_rows, max_bytes)
             except Exception as e:
+                self._fail_if_too_large(e, self._consumer)
                 if not _is_connection_error(e):
                     raise
                 self._lose_session(e)
@@ -526,6 +580,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts: list[AmqpInputPartition] = []
         step = self.options.max_messages_per_partition
         max_bytes = _with_framing(self.options.max_bytes_per_partition)
+        inline_room = self.options.max_inline_bytes_per_trigger
         for q, e in e_off.queues:
             buf = s.buffers.get(q)
             if buf is None:
@@ -538,35 +593,78 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 hi = buf.end_within(lo, max_bytes, min(lo + step, e))
                 if hi <= lo:  # not buffered: slice() raises the bookkeeping error
                     hi = min(lo + step, e)
-                parts.append(AmqpInputPartition(s.id, frames_part(q, lo, buf.slice(lo, hi))))
+                pieces = buf.slice(lo, hi)
+                nbytes = buf.bytes_between(lo, hi)
+                server = None if nbytes <= inline_room else self._partition_server()
+                if server is None:
+                    inline_room -= nbytes
+                    data: Any = frames_part(q, lo, pieces)
+                else:
+                    data = server.hold(s.id, q, lo, hi - lo, frames_chunks(pieces))
+                parts.append(AmqpInputPartition(s.id, data))
                 lo = hi
         return parts
 
+    def _partition_server(self) -> PartitionServer | None:
+        """The runner's partition server, started at first use; None (logged once, partitions
+        then go inline) when it cannot bind."""
+        if self._server is None and not self._server_failed:
+            try:
+                self._server = PartitionServer()
+            except OSError as e:
+                self._server_failed = True
+                log.warning("amqp source: cannot serve partitions from the driver (%s); big "
+                            "batches travel inside Spark's tasks", e)
+            else:
+                log.info("amqp source: serving partitions at %s:%d", self._server.host,
+                         self._server.port)
+        return self._server
+
+    def _release(self, committed: SourceOffset) -> None:
+        """Forget the served partitions a committed offset covers (see
+        :meth:`.source_serve.PartitionServer.release`)."""
+        if self._server is not None:
+            self._server.release(committed.session, committed.as_map(),
+                                 self._session.id if self._session else None)
+
     def read(self, partition: AmqpInputPartition) -> Iterator:
-        """Executor side: yield the partition's rows as Arrow record batches. No broker I/O."""
-        if partition.data is None:
+        """Executor side: yield the partition's rows as Arrow record batches. No broker I/O;
+        a partition holding a :class:`.source_serve.FramesRef` is first fetched from the
+        driver's source runner (``PartitionFetchError`` when that fails: the batch fails,
+        nothing in it is acked)."""
+        part = partition.data
+        if part is None:
             return iter(())
-        return to_record_batches(unpack(partition.data, self.options.include_headers))
+        if isinstance(part, FramesRef):
+            part = FramesPart(part.queue, part.start, part.n, fetch(part))
+        return to_record_batches(unpack(part, self.options.include_headers))
 
     # -- acks and shutdown -------------------------------------------------------------------
 
     def commit(self, end: dict) -> None:
         """Backstop: ack every delivery up to ``end`` (idempotent; usually already acked by the
         ``latestOffset`` that followed the batch). Connection errors only end the session."""
+        off = SourceOffset.from_dict(end)
+        self._release(off)
         if self._consumer is None:
             return
-        self._ack_safely(SourceOffset.from_dict(end))
+        self._ack_safely(off)
 
     def stop(self, fast: bool = False) -> None:
         """Cancel the consumers and close the connection. Deliveries not yet acked (the last
         batch if it has no following trigger, and anything buffered) are requeued by the
         broker. ``fast``: only ``connection.close`` (which cancels the consumers and closes
         the channels on the broker, AMQP 0-9-1 §1.4.2.5), used when Spark is ending the
-        process."""
+        process; the partition server's thread is then not waited for)."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             if fast:
                 consumer.abort()
             else:
                 consumer.close()
+        # after the connection: Spark ends the runner moments after asking it to stop
+        server, self._server = self._server, None
+        if server is not None:
+            self._stats["served"] = server.stats["served"]
+            server.close(wait=not fast)
         log.info("amqp source stopped: %s", self._stats)

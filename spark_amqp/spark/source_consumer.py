@@ -65,7 +65,8 @@ class DriverConsumer:
         from spark_amqp.client import connect
 
         o = self.options
-        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **o.client_kwargs())
+        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, max_body_size=o.max_message_bytes,
+                            **o.client_kwargs())
         try:
             self._open_channels()
         except BaseException:
@@ -115,6 +116,11 @@ class DriverConsumer:
     @property
     def is_open(self) -> bool:
         return self.conn is not None and bool(getattr(self.conn, "is_open", False))
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended (the client's error), or None."""
+        return getattr(self.conn, "error", None) if self.conn is not None else None
 
     def close(self) -> None:
         """Cancel the consumers, close the channels and the connection; unacked deliveries are

@@ -22,7 +22,8 @@ from spark_amqp.protocol.spec import Basic
 
 from .arrow import PackedColumns, pack_columns
 
-__all__ = ["FramesPart", "frames_part", "delivery_frames", "unpack", "UndecodableMessages"]
+__all__ = ["FramesPart", "frames_part", "frames_chunks", "delivery_frames", "unpack",
+           "UndecodableMessages"]
 
 
 class UndecodableMessages(ValueError):
@@ -65,6 +66,22 @@ def frames_part(queue: str, start: int, pieces: Sequence[tuple[Any, int, int]]) 
             chunks.append(delivery_frames(it))
         n += hi - lo
     return FramesPart(queue, start, n, chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+
+def frames_chunks(pieces: Sequence[tuple[Any, int, int]]) -> list:
+    """The frames of ``QueueBuffer.slice`` pieces as bytes-like chunks without copying a
+    run's data (``memoryview`` slices of it; a decoded delivery is encoded back): what the
+    partition server sends (:mod:`.source_serve`). Concatenated they equal
+    ``frames_part(...).frames``."""
+    out: list = []
+    for it, lo, hi in pieces:
+        if it.__class__ is RawDeliveries:
+            a = it.ends[lo - 1] if lo else 0
+            b = it.ends[hi - 1] if hi else 0
+            out.append(memoryview(it.data)[a:b])
+        else:
+            out.append(delivery_frames(it))
+    return out
 
 
 def unpack(part: FramesPart, include_headers: bool) -> PackedColumns:

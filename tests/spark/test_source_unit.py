@@ -748,3 +748,58 @@ def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
     e = r.latestOffset(s, r.getDefaultReadLimit())
     assert SourceOffset.from_dict(e).get("a") == 2
     assert [(p.data.start, p.data.n) for p in r.partitions(s, e)] == [(0, 1), (1, 1)]
+
+
+# ------------------------------------------------------------------------------ served partitions
+
+def test_big_batch_partitions_are_served_by_reference_until_commit():
+    # beyond maxInlineBytesPerTrigger (512 KiB) a batch's partitions carry a reference, not the frames: the
+    # runner serves them until the batch is committed; a retried task fetches them again
+    from spark_amqp.spark.source_serve import FramesRef, PartitionFetchError
+
+    broker = FakeBroker(["a"])
+    bodies = [bytes([i]) * (200 * 1024) for i in range(8)]   # 1.6 MB: above the inline 512 KiB
+    for b in bodies:
+        broker.publish("a", b)
+    r = _reader(broker, maxBytesPerPartition=str(400 * 1024))
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadAllAvailable())
+    parts = r.partitions(s, e)
+    kinds = [type(p.data).__name__ for p in parts]
+    assert kinds[0] == "FramesPart" and kinds[-1] == "FramesRef", kinds
+    inline = sum(len(p.data.frames) for p in parts if not isinstance(p.data, FramesRef))
+    assert inline <= r.options.max_inline_bytes_per_trigger == 512 * 1024
+    shipped = [pickle.loads(pickle.dumps(p)) for p in parts]   # as Spark ships them
+    assert all(len(pickle.dumps(p)) < 1000 for p in parts if isinstance(p.data, FramesRef))
+    rows = [x for p in shipped for b in r.read(p) for x in b.to_pylist()]
+    assert [x["body"] for x in rows] == bodies and [x["offset"] for x in rows] == list(range(8))
+    again = [x for b in r.read(shipped[-1]) for x in b.to_pylist()]   # a retried task
+    assert again and again == rows[-len(again):]
+    assert broker.acked["a"] == []                             # nothing acked before the commit
+    r.commit(e)                                                # the batch is committed
+    assert r._server.held == 0
+    with pytest.raises(PartitionFetchError, match=r"queue 'a'.*not held.*nothing in it is acked"):
+        list(r.read(shipped[-1]))
+    r.stop()
+
+
+def test_served_partition_fetch_failures_are_clear_errors():
+    import dataclasses
+
+    from spark_amqp.spark.source_serve import FramesRef, PartitionFetchError
+
+    broker = FakeBroker(["a"])
+    for i in range(4):
+        broker.publish("a", b"z" * (300 * 1024))
+    r = _reader(broker)
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadAllAvailable())
+    ref = [p for p in r.partitions(s, e) if isinstance(p.data, FramesRef)][0]
+    forged = AmqpInputPartition(ref.session, dataclasses.replace(ref.data, token=b"x" * 16))
+    with pytest.raises(PartitionFetchError, match="bad token"):
+        list(r.read(forged))
+    r.stop()   # the runner is gone: connection refused, naming the queue and the address
+    with pytest.raises(PartitionFetchError, match=r"messages 0\.\.3 of queue 'a' .* at .*:\d+"):
+        list(r.read(ref))
+    # nothing was acked: the messages stay in the queue
+    assert broker.acked["a"] == []
