@@ -3,7 +3,8 @@
 usage: source_query_runner.py [--idle-markers] URL QUEUE CHECKPOINT OUTPUT_DIR MARKER_DIR TRIGGER
                               [OPTION=VALUE...]
 TRIGGER: ``availableNow`` or a processing-time interval like ``1 second``. Writes parquet to
-OUTPUT_DIR; after each completed batch with rows touches MARKER_DIR/batch-<id>. With
+OUTPUT_DIR; touches MARKER_DIR/started once the query runs and, after each completed batch with
+rows, MARKER_DIR/batch-<id>. With
 ``--idle-markers``, every trigger without data is reported too (Spark's
 ``spark.sql.streaming.noDataProgressEventInterval`` set to 0) and touches MARKER_DIR/idle-<id>
 (``<id>`` = the id the next batch will get): a test can wait for "an idle trigger ran after
@@ -47,6 +48,7 @@ def main() -> None:
     q = w.start()
     md = Path(markers)
     md.mkdir(parents=True, exist_ok=True)
+    (md / "started").touch()
     seen = set()
     while q.isActive:
         for p in q.recentProgress:

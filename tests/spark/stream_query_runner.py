@@ -2,7 +2,8 @@
 
 usage: stream_query_runner.py URL STREAM CHECKPOINT OUTPUT_DIR MARKER_DIR TRIGGER [OPTION=VALUE...]
 TRIGGER: ``availableNow`` or a processing-time interval like ``1 second``. Writes parquet to
-OUTPUT_DIR; after each completed batch with rows touches MARKER_DIR/batch-<id>.
+OUTPUT_DIR; touches MARKER_DIR/started once the query runs and, after each completed batch with
+rows, MARKER_DIR/batch-<id>.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
         w = w.trigger(availableNow=True) if trigger == "availableNow" else w.trigger(
             processingTime=trigger)
         q = w.start()
+        (md / "started").touch()
         while q.isActive:
             for p in q.recentProgress:
                 if p["numInputRows"] > 0 and p["batchId"] not in seen:
