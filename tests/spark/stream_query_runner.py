@@ -20,8 +20,10 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import spark_amqp
+    from source_query_runner import RUNNER_JVM_OPTIONS
 
     spark = (SparkSession.builder.master("local[2]").appName("amqp-stream-source-runner")
+             .config("spark.driver.extraJavaOptions", RUNNER_JVM_OPTIONS)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
