@@ -87,9 +87,9 @@ def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
         finally:
             kill_group(p)
         assert (markers / "done").exists()
-        df = spark.read.parquet(str(out))
-        ids = [r.id for r in df.select("id").collect()]
-        offsets = {r.offset for r in df.select("offset").collect()}
+        rows = spark.read.parquet(str(out)).select("id", "offset").collect()
+        ids = [r.id for r in rows]
+        offsets = {r.offset for r in rows}
         dups = len(ids) - len(set(ids))
         print(f"\n[stream crash test {broker_url.split('@')[-1]}] rows={len(ids)} "
               f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH} "
