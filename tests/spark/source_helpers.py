@@ -239,3 +239,41 @@ def fast_publish(url: str, queue: str, bodies, persistent: bool = False, chunk: 
         for i in range(0, len(bodies), chunk):
             ch.publish_batch([(b, "", queue, props) for b in bodies[i:i + chunk]])
             ch.wait_for_confirms(timeout=120)
+
+
+def committed_sink_ids(out: Path) -> list[str]:
+    """The ``id`` column of every row Spark's file sink at ``out`` has committed, read with
+    pyarrow from the files its ``_spark_metadata`` log lists (no Spark job: a test that polls
+    this while a runner process starts takes no CPU from it). The log (Spark's
+    ``FileStreamSinkLog``): one file per batch, ``<id>`` or ``<id>.compact`` (every 10th
+    batch: all files so far), each ``v1`` then one JSON line per file with ``path`` (a URI)
+    and ``action`` (``add``/``delete``). Files written by a batch that did not commit are not
+    listed. ``[]`` before the first commit."""
+    import json
+    from urllib.parse import unquote, urlparse
+
+    import pyarrow.parquet as pq
+
+    log = out / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    batches = []
+    for f in log.iterdir():
+        stem = f.name[:-len(".compact")] if f.name.endswith(".compact") else f.name
+        if stem.isdigit():
+            batches.append((int(stem), f.name.endswith(".compact"), f))
+    batches.sort()
+    compacts = [i for i, (_, compact, _) in enumerate(batches) if compact]
+    files: dict[str, None] = {}
+    for _, _, f in batches[compacts[-1] if compacts else 0:]:
+        for line in f.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            path = unquote(urlparse(entry["path"]).path)
+            if entry.get("action", "add") == "add":
+                files[path] = None
+            else:
+                files.pop(path, None)
+    ids: list[str] = []
+    for path in files:
+        ids.extend(pq.read_table(path, columns=["id"]).column("id").to_pylist())
+    return ids

@@ -2,7 +2,8 @@
 
 usage: stream_query_runner.py URL STREAM CHECKPOINT OUTPUT_DIR MARKER_DIR TRIGGER [OPTION=VALUE...]
 TRIGGER: ``availableNow`` or a processing-time interval like ``1 second``. Writes parquet to
-OUTPUT_DIR; after each completed batch with rows touches MARKER_DIR/batch-<id>.
+OUTPUT_DIR; touches MARKER_DIR/started once the query runs and, after each completed batch with
+rows, MARKER_DIR/batch-<id>.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import spark_amqp
+    from source_query_runner import RUNNER_JVM_OPTIONS
 
     spark = (SparkSession.builder.master("local[2]").appName("amqp-stream-source-runner")
+             .config("spark.driver.extraJavaOptions", RUNNER_JVM_OPTIONS)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -39,6 +42,7 @@ def main() -> None:
         w = w.trigger(availableNow=True) if trigger == "availableNow" else w.trigger(
             processingTime=trigger)
         q = w.start()
+        (md / "started").touch()
         while q.isActive:
             for p in q.recentProgress:
                 if p["numInputRows"] > 0 and p["batchId"] not in seen:
