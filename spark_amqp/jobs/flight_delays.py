@@ -53,6 +53,23 @@ until the queue is drained (``--trigger available-now``, default) or forever
 mode the alerts exchange and the ``--alerts-queue`` bound to it with ``delay.#`` are declared
 first (never purged outside ``--demo``), so the alerts wait in that queue instead of being
 dropped by an exchange with nothing bound; ``--alerts-queue ''`` declares no queue.
+
+Stream mode (``--stream``)
+--------------------------
+The flights come from super stream ``--super-stream`` (partitions ``NAME-0 … NAME-2``, RabbitMQ
+stream queues) instead of a queue, read by the source in stream mode (``superStream``,
+``startingOffsets=earliest``: the executors read offset ranges; a restart resumes from the
+checkpoint and replays the same rows). With ``--demo`` the super stream is (re)created with
+``--partitions`` partitions and the flights are written to it by the ``amqp`` sink
+(``superStream``: each flight goes to the partition RabbitMQ's stream clients pick for its
+routing key ``flights.<origin>.<carrier>``, so one origin/carrier's flights stay in order in
+one partition). The aggregates are the same as in the queue mode.
+
+The watermark is global (the maximum event time over all partitions), and
+``maxMessagesPerTrigger`` is split evenly over the partitions, so with a cap one partition can
+run ahead in event time of another whose flights then arrive behind the watermark and are
+dropped as late. So ``--stream`` reads up to the partitions' tails in each micro-batch by
+default (``--max-per-trigger 0``); with a cap, raise ``--watermark`` accordingly.
 """
 
 from __future__ import annotations
@@ -74,6 +91,10 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # = spark_amqp.cli.c
 log = logging.getLogger("flight_delays")
 
 DEFAULT_QUEUE = "flight-delays"
+DEFAULT_SUPER_STREAM = "flight-delays-stream"
+DEFAULT_PARTITIONS = 3
+#: --max-per-trigger default of the queue mode (the stream mode's is 0 = no cap)
+DEFAULT_MAX_PER_TRIGGER = 50_000
 DEFAULT_ALERTS_QUEUE = "flight-delay-alerts"
 FLIGHTS_EXCHANGE = "flights"
 ALERTS_EXCHANGE = "alerts"
@@ -256,22 +277,29 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
             checkpoint: str | None = None, threshold: float = 60.0,
             alerts_exchange: str = ALERTS_EXCHANGE, watermark: str = "30 minutes",
             trigger: str = "available-now", interval: float = 5.0,
-            max_per_trigger: int | None = 50_000, idle_timeout: float = 5.0,
-            stop_after_flights: int | None = None) -> JobResult:
+            max_per_trigger: int | None = DEFAULT_MAX_PER_TRIGGER, idle_timeout: float = 5.0,
+            stop_after_flights: int | None = None,
+            super_stream: str | None = None) -> JobResult:
     """Run the streaming query (see the module docstring) and return a :class:`JobResult`.
 
     ``trigger``: ``available-now`` (process what the queue holds, then stop) or ``continuous``
     (a processing-time trigger every ``interval`` seconds, until interrupted, or until the
     windows hold ``stop_after_flights`` flights). ``max_per_trigger`` caps rows per
     micro-batch (the source's ``maxMessagesPerTrigger``). ``checkpoint`` defaults to
-    ``OUTPUT/_checkpoint``. Raises ``pyspark.errors.StreamingQueryException`` if the query fails.
+    ``OUTPUT/_checkpoint``. ``super_stream``: read that super stream in stream mode
+    (``startingOffsets=earliest``) instead of ``queue``. Raises
+    ``pyspark.errors.StreamingQueryException`` if the query fails.
     """
     output = str(Path(output).resolve())
     checkpoint = checkpoint or str(Path(output) / "_checkpoint")
     result = JobResult(output=output)
 
-    reader = (spark.readStream.format("amqp").option("uri", uri).option("queue", queue)
-              .option("availableNowIdleTimeout", str(idle_timeout)))
+    reader = spark.readStream.format("amqp").option("uri", uri)
+    if super_stream is not None:
+        reader = reader.option("superStream", super_stream).option("startingOffsets", "earliest")
+    else:
+        reader = (reader.option("queue", queue)
+                  .option("availableNowIdleTimeout", str(idle_timeout)))
     if max_per_trigger:
         reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
     windows = window_aggregates(reader.load(), watermark)
@@ -398,11 +426,12 @@ def declare_topology(uri: str, queue: str, alerts_queue: str, purge: bool,
                 ch.queue_purge(q)
 
 
-def declare_alerts(uri: str, alerts_queue: str, alerts_exchange: str = ALERTS_EXCHANGE) -> None:
+def declare_alerts(uri: str, alerts_queue: str, alerts_exchange: str = ALERTS_EXCHANGE,
+                   purge: bool = False) -> None:
     """Declare the alerts topic exchange and, unless ``alerts_queue`` is ``""``, that durable
-    queue bound to it with ``delay.#`` (nothing purged). Idempotent; run by every mode, so the
-    job's alerts are never published to an exchange with nothing bound (RabbitMQ drops such
-    messages: "Publishers", unroutable messages)."""
+    queue bound to it with ``delay.#`` (emptied only with ``purge``). Idempotent; run by every
+    mode, so the job's alerts are never published to an exchange with nothing bound (RabbitMQ
+    drops such messages: "Publishers", unroutable messages)."""
     from spark_amqp.client import connect
 
     with connect(uri) as conn:
@@ -411,6 +440,74 @@ def declare_alerts(uri: str, alerts_queue: str, alerts_exchange: str = ALERTS_EX
         if alerts_queue:
             ch.queue_declare(alerts_queue, durable=True)
             ch.queue_bind(alerts_queue, alerts_exchange, routing_key="delay.#")
+            if purge:
+                ch.queue_purge(alerts_queue)
+
+
+def declare_super_stream_fresh(uri: str, name: str, partitions: int = DEFAULT_PARTITIONS) -> list[str]:
+    """Delete super stream ``name`` (its exchange and every partition stream ``NAME-i`` that
+    exists, so the source finds no stale partition) and declare it anew with ``partitions``
+    partitions (:func:`spark_amqp.client.streams.declare_super_stream`, the topology of
+    ``rabbitmq-streams add_super_stream``). Returns the partition names. A ``--demo`` starts
+    from scratch: a stream cannot be purged. Raises the broker's errors (e.g. 406 when the
+    broker has no stream queues)."""
+    from spark_amqp.client import connect
+    from spark_amqp.client.streams import declare_super_stream
+    from spark_amqp.protocol.errors import NotFound
+
+    with connect(uri) as conn:
+        i = 0
+        while True:
+            ch = conn.channel()  # a 404 closes the channel: one per passive declare
+            try:
+                ch.queue_declare(f"{name}-{i}", passive=True)
+            except NotFound:
+                break
+            ch.queue_delete(f"{name}-{i}")
+            ch.close()
+            i += 1
+        ch = conn.channel()
+        ch.exchange_delete(name)
+        return declare_super_stream(ch, name, partitions)
+
+
+def publish_flights_to_super_stream(spark, uri: str, name: str, limit: int | None = None,
+                                    end_of_stream: bool = True) -> tuple[int, int]:
+    """Write the flights (the first ``limit`` in event-time order) and the end-of-stream
+    marker to super stream ``name`` with the ``amqp`` sink (option ``superStream``: each
+    message goes to the partition RabbitMQ's stream clients pick for its routing key
+    ``flights.<origin>.<carrier>``). The same bodies and properties as
+    ``spark-amqp publish --flights`` (:mod:`spark_amqp.cli.flights`). One write task, so the
+    flights reach each partition in event-time order. Returns ``(messages, flights)``; raises
+    the sink's errors (e.g. ``AmqpSinkError``) if not every message was confirmed."""
+    from spark_amqp.cli.flights import end_marker, flight_messages, load_flights
+
+    df = load_flights(limit)
+    messages = list(flight_messages(df))
+    if end_of_stream:
+        messages.append(end_marker(df))
+    rows = [(m.body, m.routing_key, m.message_id, m.timestamp, m.type, "application/json")
+            for m in messages]
+    sdf = spark.createDataFrame(rows, "body binary, routing_key string, message_id string, "
+                                      "timestamp bigint, type string, content_type string")
+    (sdf.coalesce(1).write.format("amqp").option("uri", uri).option("superStream", name)
+     .mode("append").save())
+    return len(rows), len(df)
+
+
+def unread_offsets(result: "JobResult") -> int:
+    """Stream mode: offsets between the query's last end offsets and the partitions' tails it
+    last saw (``latestOffset``, the source's ``reportLatestOffset``), summed; 0 when the query
+    read everything there was. From the last progress event of ``result``."""
+    for raw in reversed(result.progress):
+        src = (json.loads(raw).get("sources") or [{}])[0]
+        end, latest = src.get("endOffset"), src.get("latestOffset")
+        if end and latest:
+            end = json.loads(end) if isinstance(end, str) else end
+            latest = json.loads(latest) if isinstance(latest, str) else latest
+            ends = end.get("streams", {})
+            return sum(max(0, t - ends.get(s, 0)) for s, t in latest.get("streams", {}).items())
+    return 0
 
 
 def queue_depth(uri: str, queue: str) -> int:
@@ -423,7 +520,8 @@ def queue_depth(uri: str, queue: str) -> int:
 
 def print_summary(spark, result: JobResult, published: int, flights: int, alerts_depth: int,
                   left_in_queue: int, threshold: float, alerts_exchange: str = ALERTS_EXCHANGE,
-                  alerts_queue: str = DEFAULT_ALERTS_QUEUE, out=sys.stdout) -> bool:
+                  alerts_queue: str = DEFAULT_ALERTS_QUEUE, out=sys.stdout,
+                  left_label: str = "messages left in the queue") -> bool:
     """Print totals, the worst windows and the consistency checks; True if all checks hold."""
     from pyspark.sql import functions as F
 
@@ -460,7 +558,7 @@ def print_summary(spark, result: JobResult, published: int, flights: int, alerts
          published == result.consumed),
         (f"flights published = flights in the windows: {flights:,} = {in_windows:,}",
          flights == in_windows),
-        (f"messages left in the queue: {left_in_queue:,}", left_in_queue == 0),
+        (f"{left_label}: {left_in_queue:,}", left_in_queue == 0),
     ]
     for text, ok in checks:
         p(f"  [{'ok' if ok else 'FAIL'}] {text}")
@@ -491,25 +589,45 @@ def demo(args) -> int:
     else:
         shutil.rmtree(output, ignore_errors=True)  # a demo starts from scratch
     try:
-        declare_topology(uri, args.queue, args.alerts_queue, purge=True,
-                         flights_exchange=args.exchange, alerts_exchange=args.alerts_exchange)
-        with connect(uri) as conn:
-            stats, flights = run_flights_publish(conn.channel(), args.exchange, args.limit,
-                                                 end_of_stream=True,
-                                                 progress=not args.no_progress)
-        log.info("published %s flights + end-of-stream marker in %.1f s (%s msg/s), %d unroutable",
-                 f"{flights:,}", stats.seconds, f"{stats.rate:,.0f}", stats.returned)
-        if stats.returned:
-            log.error("%d messages were unroutable", stats.returned)
-            return 1
-        spark = build_spark(master=args.master)
+        if args.stream:
+            declare_alerts(uri, args.alerts_queue, args.alerts_exchange, purge=True)
+            parts = declare_super_stream_fresh(uri, args.super_stream, args.partitions)
+            spark = build_spark(master=args.master)
+            started = time.monotonic()
+            published, flights = publish_flights_to_super_stream(spark, uri, args.super_stream,
+                                                                 args.limit)
+            took = time.monotonic() - started
+            log.info("published %s flights + end-of-stream marker to super stream %r (%s) "
+                     "with the amqp sink in %.1f s (%s msg/s)", f"{flights:,}",
+                     args.super_stream, ", ".join(parts), took, f"{published / took:,.0f}")
+        else:
+            declare_topology(uri, args.queue, args.alerts_queue, purge=True,
+                             flights_exchange=args.exchange, alerts_exchange=args.alerts_exchange)
+            with connect(uri) as conn:
+                stats, flights = run_flights_publish(conn.channel(), args.exchange, args.limit,
+                                                     end_of_stream=True,
+                                                     progress=not args.no_progress)
+            log.info("published %s flights + end-of-stream marker in %.1f s (%s msg/s), "
+                     "%d unroutable", f"{flights:,}", stats.seconds, f"{stats.rate:,.0f}",
+                     stats.returned)
+            if stats.returned:
+                log.error("%d messages were unroutable", stats.returned)
+                return 1
+            published = stats.routed
+            spark = build_spark(master=args.master)
         result = run_job(spark, uri, args.queue, output, None, args.threshold,
                          args.alerts_exchange, args.watermark, "available-now", args.interval,
-                         args.max_per_trigger, args.idle_timeout)
+                         args.max_per_trigger, args.idle_timeout,
+                         super_stream=args.super_stream if args.stream else None)
         write_json_result(args.json_result, result)
-        ok = print_summary(spark, result, stats.routed, flights,
-                           queue_depth(uri, args.alerts_queue), queue_depth(uri, args.queue),
-                           args.threshold, args.alerts_exchange, args.alerts_queue)
+        if args.stream:
+            left, label = unread_offsets(result), "offsets left unread in the super stream"
+        else:
+            left, label = queue_depth(uri, args.queue), "messages left in the queue"
+        ok = print_summary(spark, result, published, flights,
+                           queue_depth(uri, args.alerts_queue), left,
+                           args.threshold, args.alerts_exchange, args.alerts_queue,
+                           left_label=label)
         return 0 if ok else 1
     finally:
         if spark is not None:
@@ -540,6 +658,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="AMQP URI of the broker (default: embedded broker with --demo, else "
                         "$SPARK_AMQP_URI or amqp://guest:guest@127.0.0.1:5672/%%2F)")
     p.add_argument("--queue", default=DEFAULT_QUEUE, help="queue of flight messages [%(default)s]")
+    p.add_argument("--stream", action="store_true",
+                   help="read the flights from super stream --super-stream in stream mode "
+                        "instead of --queue (with --demo: created with --partitions partitions "
+                        "and filled by the amqp sink)")
+    p.add_argument("--super-stream", default=DEFAULT_SUPER_STREAM,
+                   help="--stream: the super stream of flight messages [%(default)s]")
+    p.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                   help="--stream --demo: partitions of the super stream [%(default)s]")
     p.add_argument("--exchange", default=FLIGHTS_EXCHANGE,
                    help="--demo: topic exchange the flights are published to [%(default)s]")
     p.add_argument("--alerts-exchange", default=ALERTS_EXCHANGE,
@@ -562,8 +688,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="available-now: drain the queue then stop; continuous: run until Ctrl-C")
     p.add_argument("--interval", type=float, default=5.0,
                    help="seconds between micro-batches with --trigger continuous [%(default)s]")
-    p.add_argument("--max-per-trigger", type=int, default=50_000,
-                   help="max messages per micro-batch (0 = no cap) [%(default)s]")
+    p.add_argument("--max-per-trigger", type=int, default=None,
+                   help=f"max messages per micro-batch (0 = no cap) [{DEFAULT_MAX_PER_TRIGGER:,}; "
+                        "with --stream 0: a cap is split evenly over the partitions, which "
+                        "can put one ahead of the watermark of the others]")
     p.add_argument("--idle-timeout", type=float, default=5.0,
                    help="available-now: seconds to wait for snapshotted messages [%(default)s]")
     p.add_argument("--master", default=None, help="Spark master (plain python only) "
@@ -574,7 +702,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json-result", default=None,
                    help="write the JobResult (consumed, batches, alerts, windows, ...) as JSON here")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.partitions < 1:
+        p.error(f"--partitions must be >= 1, got {args.partitions}")
+    if args.max_per_trigger is None:
+        args.max_per_trigger = 0 if args.stream else DEFAULT_MAX_PER_TRIGGER
+    elif args.stream and args.max_per_trigger:
+        log.warning("--stream with --max-per-trigger %d: the cap is split evenly over the "
+                    "partitions; a partition that runs ahead in event time moves the watermark "
+                    "past the others' flights, which are then dropped as late (raise "
+                    "--watermark, or use --max-per-trigger 0)", args.max_per_trigger)
+    return args
 
 
 def main(argv=None) -> int:
@@ -591,7 +729,8 @@ def main(argv=None) -> int:
     spark = build_spark(master=args.master)
     result = run_job(spark, uri, args.queue, args.output or "out/flight_delays", args.checkpoint,
                      args.threshold, args.alerts_exchange, args.watermark, args.trigger,
-                     args.interval, args.max_per_trigger, args.idle_timeout)
+                     args.interval, args.max_per_trigger, args.idle_timeout,
+                     super_stream=args.super_stream if args.stream else None)
     log.info("done: %s messages in %d batches, %s windows, %s alerts, %.1f s",
              f"{result.consumed:,}", result.batches, f"{result.windows:,}",
              f"{result.alerts:,}", result.seconds)

@@ -19,7 +19,16 @@ timestamp         timestamp, timestamp_ntz, bigint, int        POSIX seconds (su
                                                                integers are seconds)
 content_type, content_encoding, correlation_id, reply_to, expiration, message_id, type,
 user_id, app_id:  string                                       the property of the same name
+partitionKey      string (only with ``superStream``)            the key that picks the super
+                                                               stream's partition (not published)
 ================  ==========================================  ==================================
+
+``partitionKey``: with ``superStream``, each row goes to the partition RabbitMQ's stream clients
+pick for this key (:mod:`spark_amqp.spark.super_stream`: MurmurHash3 x86 32-bit, seed 104729,
+modulo the partition count); a null value, or no such column, uses the row's ``routing_key``
+(``""`` if none). As the stream clients' routing-key extractor, it lets rows be partitioned by
+an entity id while ``routing_key`` keeps its own meaning. Without ``superStream`` the column
+is rejected (it would silently do nothing).
 
 The source-only columns (``queue``, ``redelivered``, ``offset``, ``delivery_count``) are
 accepted and ignored. **Any other column is rejected** at ``save()``/``start()`` (the error
@@ -39,7 +48,7 @@ from typing import Any, Optional
 from . import schema as S
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
-           "IGNORED_SOURCE_COLUMNS", "batch_to_messages"]
+           "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "batch_to_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,8 @@ SINK_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 #: source columns that have no meaning for a publish: accepted and ignored
 IGNORED_SOURCE_COLUMNS = tuple(c for c in S.COLUMNS if c not in SINK_COLUMNS)
+#: sink-only column: the super stream partition key (option ``superStream``)
+PARTITION_KEY = "partitionKey"
 
 # BasicProperties positional order (spark_amqp.protocol.properties.PROPERTIES), minus cluster_id
 _PROP_ORDER = (S.CONTENT_TYPE, S.CONTENT_ENCODING, S.HEADERS, S.DELIVERY_MODE, S.PRIORITY,
@@ -94,6 +105,9 @@ class SinkPlan:
         delivery_mode: constant from the option (overrides the column), or None.
         mandatory: the ``mandatory`` publish flag.
         message_id: ``auto`` | ``column`` | ``deterministic`` | ``none``.
+        partition_key: the input has a ``partitionKey`` column (``superStream`` only): its
+            value, where not null, replaces the routing key in the tuples of
+            :func:`batch_to_messages`, which the publisher hashes to pick the partition.
     """
 
     columns: tuple[str, ...]
@@ -103,6 +117,7 @@ class SinkPlan:
     delivery_mode: Optional[int]
     mandatory: bool
     message_id: str
+    partition_key: bool = False
 
 
 def plan_columns(schema, options) -> SinkPlan:
@@ -116,7 +131,8 @@ def plan_columns(schema, options) -> SinkPlan:
         SinkSchemaError: no ``body`` column; a sink column of an unaccepted type (names the
             column, its type and the accepted ones); an unknown column; a duplicate column;
             ``messageId=column`` without a ``message_id`` column, or ``deterministic``/``none``
-            with one.
+            with one; a ``partitionKey`` column that is not a string or comes without the
+            option ``superStream``.
     """
     present: dict[str, str] = {}
     unknown = []
@@ -133,6 +149,17 @@ def plan_columns(schema, options) -> SinkPlan:
             present[f.name] = t
         elif f.name in IGNORED_SOURCE_COLUMNS:
             present[f.name] = t
+        elif f.name == PARTITION_KEY:
+            if t != "string":
+                raise SinkSchemaError(
+                    f"column `{PARTITION_KEY}` has type {t}; the amqp sink accepts string "
+                    f"(cast it, e.g. col('{PARTITION_KEY}').cast('string'))")
+            if getattr(options, "super_stream", None) is None:
+                raise SinkSchemaError(
+                    f"column `{PARTITION_KEY}` picks the partition of a super stream and is "
+                    "only used with the option superStream; set superStream=NAME or drop the "
+                    "column")
+            present[f.name] = t
         else:
             unknown.append(f"`{f.name}` {t}")
     if S.BODY not in present:
@@ -143,7 +170,8 @@ def plan_columns(schema, options) -> SinkPlan:
     if unknown:
         raise SinkSchemaError(
             "the amqp sink does not know column(s) " + ", ".join(unknown)
-            + "; accepted: " + ", ".join(SINK_COLUMNS) + " (and the source's "
+            + "; accepted: " + ", ".join(SINK_COLUMNS) + f", {PARTITION_KEY} (with "
+            "superStream) (and the source's "
             + ", ".join(IGNORED_SOURCE_COLUMNS) + ", which are ignored). "
             "Drop or rename the other columns before writing.")
     mode = options.message_id
@@ -163,7 +191,7 @@ def plan_columns(schema, options) -> SinkPlan:
     return SinkPlan(columns=cols, body_is_string=present[S.BODY] == "string",
                     exchange=options.exchange, routing_key=options.routing_key,
                     delivery_mode=options.delivery_mode, mandatory=options.mandatory,
-                    message_id=mode)
+                    message_id=mode, partition_key=PARTITION_KEY in present)
 
 
 def _first_null(col) -> int:
@@ -280,6 +308,11 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
 
     exchanges = routing(S.EXCHANGE, plan.exchange)
     keys = routing(S.ROUTING_KEY, plan.routing_key)
+    if plan.partition_key:
+        # superStream: the publisher hashes the tuple's routing key to pick the partition and
+        # publishes to the partition stream itself, so the key takes the routing key's place
+        pk = column(PARTITION_KEY).to_pylist()
+        keys = [k if p is None else p for p, k in zip(pk, keys)]
 
     props: dict[str, Any] = {}
     for name in plan.columns:

@@ -31,7 +31,9 @@ option                 default                     meaning
 ``messageId``          ``auto``                    ``auto``|``column``|``deterministic``|``none``
 ``superStream``        (none)                      super stream NAME: each row goes to partition
                                                    stream ``NAME-i`` that RabbitMQ's stream
-                                                   clients pick for its routing key
+                                                   clients pick for its ``partitionKey``
+                                                   column (where not null), else for its
+                                                   routing key
                                                    (:mod:`spark_amqp.spark.super_stream`),
                                                    through the default exchange; exclusive with
                                                    ``exchange``

@@ -30,8 +30,10 @@ maxMessagesPerTrigger      cap of offsets per micro-batch, split        unset
                            fairly across streams (ReadMaxRows)
 minPartitions              at least this many input partitions per      unset
                            batch (long ranges are split)
-maxMessagesPerPartition    at most this many offsets per input          100000
-                           partition
+maxMessagesPerPartition    at most this many offsets per input          50000
+                           partition (as the queue mode: a trigger
+                           of 100,000 on one stream is read by two
+                           executors side by side)
 prefetch                   basic.qos of each executor's consumer        2000
                            (credit; RabbitMQ sends whole chunks)
 includeHeaders             fill the ``headers`` column                  true
@@ -58,7 +60,7 @@ __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST"
 EARLIEST = -2
 LATEST = -1
 DEFAULT_PREFETCH = 2000
-DEFAULT_MAX_PER_PARTITION = 100_000
+DEFAULT_MAX_PER_PARTITION = 50_000
 DEFAULT_READ_TIMEOUT = 60.0
 
 STREAM_OPTIONS = {**{k.lower(): k for k in (

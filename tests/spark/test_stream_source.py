@@ -129,3 +129,31 @@ def test_batch_read_refusals(spark, broker_url, stream, unique):
         base().option("stream", s).option("endingOffsets", json.dumps({s: -2})).load().collect()
     with pytest.raises(Exception, match="classic or quorum queue"):
         base().option("queue", unique("q")).load().collect()
+
+
+def test_starting_timestamp_between_two_chunks(spark, broker_url, stream, tmp_path):
+    """Messages published in two chunks more than a second apart; ``startingTimestamp`` between
+    them (RabbitMQ positions by chunk, on whole seconds) gives the later chunk only, in a
+    streaming query and in a batch read."""
+    import time
+
+    s = stream("ts")
+    publish(broker_url, s, [b"early%d" % i for i in range(30)])
+    # the AMQP timestamp offset spec has whole seconds: leave > 1 s on each side of it
+    t_mid = time.time() + 1.2
+    wait_until(lambda: time.time() > t_mid, 10, interval=0.05, what="the middle time")
+    ms = int(t_mid * 1000)
+    wait_until(lambda: time.time() > t_mid + 1.2, 10, interval=0.05, what="the later time")
+    publish(broker_url, s, [b"late%d" % i for i in range(20)])
+    want = sorted(f"late{i}" for i in range(20))
+
+    df = _read_stream(spark, broker_url, [s], startingTimestamp=ms)
+    _, out = _available_now(spark, df.selectExpr("cast(body as string) b", "offset"), tmp_path,
+                            "st_timestamp")
+    rows = out.collect()
+    assert sorted(r.b for r in rows) == want
+    assert sorted(r.offset for r in rows) == list(range(30, 50))
+
+    batch = (spark.read.format("amqp").option("uri", broker_url).option("stream", s)
+             .option("startingTimestamp", str(ms)).load())
+    assert sorted(r.b for r in batch.selectExpr("cast(body as string) b").collect()) == want
