@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 import pika
+import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -277,3 +278,34 @@ def committed_sink_ids(out: Path) -> list[str]:
     for path in files:
         ids.extend(pq.read_table(path, columns=["id"]).column("id").to_pylist())
     return ids
+
+
+def broker_variants_at_once(request, test_name: str, scenario):
+    """Run ``scenario(broker_url, tmp_dir)`` for the embedded broker and RabbitMQ at the same
+    time, in two threads: a generator for a module-scoped fixture, yielding
+    ``{"embedded"|"rabbitmq": Future}``; each variant of ``test_name`` (parametrized by the
+    ``broker_url`` fixture) then takes its own result. Only variants that were collected run;
+    RabbitMQ's runs only when it is reachable (its test item then skips or fails through
+    ``broker_url`` as any other). Why: a crash test's runner processes spend most of their time
+    starting a JVM and a Spark session, which keeps one of the machine's cores busy; the two
+    brokers' runs overlap instead of taking turns (CI time, see README "Tests")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted = {item.callspec.params.get("broker_url") for item in request.session.items
+              if getattr(item, "originalname", None) == test_name and hasattr(item, "callspec")}
+    urls = {}
+    if "embedded" in wanted:
+        urls["embedded"] = request.getfixturevalue("embedded_broker").url
+    if "rabbitmq" in wanted:
+        try:
+            urls["rabbitmq"] = request.getfixturevalue("rabbitmq_url")
+        except (pytest.skip.Exception, pytest.fail.Exception):
+            pass   # the rabbitmq item reports it through broker_url
+    factory = request.getfixturevalue("tmp_path_factory")
+    pool = ThreadPoolExecutor(max(1, len(urls)), thread_name_prefix=test_name)
+    futures = {k: pool.submit(scenario, url, factory.mktemp(f"{test_name}-{k}"))
+               for k, url in urls.items()}
+    try:
+        yield futures
+    finally:
+        pool.shutdown(wait=True)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import random
 import subprocess
 import time
+import uuid
 
 import pytest
 
-from source_helpers import (broker_view, committed_sink_ids, declare, delete, dump_group_stacks,
-                            fast_publish, kill_group, message_count, start_runner, wait_until)
+from source_helpers import (broker_variants_at_once, broker_view, committed_sink_ids, declare,
+                            delete, dump_group_stacks, fast_publish, kill_group, message_count,
+                            start_runner, wait_until)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -48,8 +50,11 @@ def progress(p, markers, out):
     return pred
 
 
-def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
-    q = unique("crash")
+def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int]:
+    """The runs of one broker (a thread of :func:`crash_runs`): publish, crash CRASHES times,
+    finish with AvailableNow, wait for the queue to be empty; returns (sink path, crashes
+    that hit a running batch). Raises AssertionError with the runner's log on a failure."""
+    q = f"spark-amqp-test.crash.{uuid.uuid4().hex[:10]}"
     declare(broker_url, q, durable=True)
     try:
         fast_publish(broker_url, q, [b"%06d" % i for i in range(N)], persistent=True)
@@ -67,7 +72,7 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
                     # A run makes a batch, unless the earlier runs already streamed every id into
                     # the sink (the source drains 100,000 in a few seconds; then this crash hits
                     # an idle query, which is a valid crash point too).
-                    done = wait_until(progress(p, markers, out), 180,
+                    done = wait_until(progress(p, markers, out), 300,
                                       what=f"a batch in run {run}")
                 except AssertionError as e:
                     raise AssertionError(f"{e}\n{broker_view(broker_url, q)}\n"
@@ -83,21 +88,34 @@ def test_crash_restart_loses_nothing(spark, broker_url, unique, tmp_path):
                          log_path=tmp_path / "runner.log")
         try:
             try:
-                rc = p.wait(timeout=300)
+                rc = p.wait(timeout=400)
             except subprocess.TimeoutExpired as e:
-                raise AssertionError(f"the AvailableNow run did not finish in 300 s\n"
+                raise AssertionError(f"the AvailableNow run did not finish in 400 s\n"
                                      f"{dump_group_stacks(p)}") from e
             assert rc == 0, (tmp_path / "runner.log").read_text()[-3000:]
         finally:
             kill_group(p)
         assert (markers / "done").exists()
-        ids = [r.id for r in spark.read.parquet(str(out)).select("id").collect()]
-        distinct = set(ids)
-        dups = len(ids) - len(distinct)
-        print(f"\n[crash test {broker_url.split('@')[-1]}] rows={len(ids)} distinct={len(distinct)} "
-              f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH}")
-        assert distinct == {"%06d" % i for i in range(N)}
-        assert dups <= CRASHES * BATCH
         wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue empty")
+        return str(out), mid_stream
     finally:
         delete(broker_url, q)
+
+
+@pytest.fixture(scope="module")
+def crash_runs(request):
+    """Both brokers' crash runs at the same time (source_helpers.broker_variants_at_once)."""
+    yield from broker_variants_at_once(request, "test_crash_restart_loses_nothing", crash_scenario)
+
+
+@pytest.mark.timeout(1800)   # both brokers' runs overlap: ~3 min on a quiet machine
+def test_crash_restart_loses_nothing(spark, broker_url, crash_runs, request):
+    kind = request.node.callspec.params["broker_url"]
+    out, mid_stream = crash_runs[kind].result()
+    ids = [r.id for r in spark.read.parquet(out).select("id").collect()]
+    distinct = set(ids)
+    dups = len(ids) - len(distinct)
+    print(f"\n[crash test {broker_url.split('@')[-1]}] rows={len(ids)} distinct={len(distinct)} "
+          f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH}")
+    assert distinct == {"%06d" % i for i in range(N)}
+    assert dups <= CRASHES * BATCH

@@ -10,11 +10,12 @@ from __future__ import annotations
 import random
 import subprocess
 import time
+import uuid
 
 import pytest
 
-from source_helpers import (committed_sink_ids, delete, dump_group_stacks, fast_publish, kill_group,
-                            wait_until)
+from source_helpers import (broker_variants_at_once, committed_sink_ids, delete, dump_group_stacks,
+                            fast_publish, kill_group, wait_until)
 from stream_helpers import declare_stream, start_stream_runner
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -43,9 +44,11 @@ def _progress(p, markers, out):
     return pred
 
 
-@pytest.mark.timeout(1800)   # 6 Spark processes in turn: ~5 min on a quiet machine
-def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
-    s = unique("crash-stream")
+def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int, float]:
+    """The runs of one broker (a thread of :func:`crash_runs`): publish into a new stream,
+    crash CRASHES times, finish with AvailableNow; returns (sink path, crashes that hit a
+    running batch, seconds). Raises AssertionError with the runner's log on a failure."""
+    s = f"spark-amqp-test.crash-stream.{uuid.uuid4().hex[:10]}"
     declare_stream(broker_url, s)
     try:
         fast_publish(broker_url, s, [b"%06d" % i for i in range(N)])
@@ -87,16 +90,29 @@ def test_crash_restart_exactly_once(spark, broker_url, unique, tmp_path):
         finally:
             kill_group(p)
         assert (markers / "done").exists()
-        rows = spark.read.parquet(str(out)).select("id", "offset").collect()
-        ids = [r.id for r in rows]
-        offsets = {r.offset for r in rows}
-        dups = len(ids) - len(set(ids))
-        print(f"\n[stream crash test {broker_url.split('@')[-1]}] rows={len(ids)} "
-              f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH} "
-              f"in {time.monotonic() - t0:.0f}s")
-        assert dups == 0
-        assert len(ids) == N
-        assert set(ids) == {"%06d" % i for i in range(N)}
-        assert offsets == set(range(N))
+        return str(out), mid_stream, time.monotonic() - t0
     finally:
         delete(broker_url, s)
+
+
+@pytest.fixture(scope="module")
+def crash_runs(request):
+    """Both brokers' crash runs at the same time (source_helpers.broker_variants_at_once)."""
+    yield from broker_variants_at_once(request, "test_crash_restart_exactly_once", crash_scenario)
+
+
+@pytest.mark.timeout(1800)   # both brokers' runs overlap: ~3-4 min on a quiet machine
+def test_crash_restart_exactly_once(spark, broker_url, crash_runs, request):
+    kind = request.node.callspec.params["broker_url"]
+    out, mid_stream, took = crash_runs[kind].result()
+    rows = spark.read.parquet(out).select("id", "offset").collect()
+    ids = [r.id for r in rows]
+    offsets = {r.offset for r in rows}
+    dups = len(ids) - len(set(ids))
+    print(f"\n[stream crash test {broker_url.split('@')[-1]}] rows={len(ids)} "
+          f"duplicates={dups} crashes={CRASHES} (mid-stream {mid_stream}) batch={BATCH} "
+          f"in {took:.0f}s")
+    assert dups == 0
+    assert len(ids) == N
+    assert set(ids) == {"%06d" % i for i in range(N)}
+    assert offsets == set(range(N))
