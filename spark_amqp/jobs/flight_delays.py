@@ -252,6 +252,43 @@ def _progress_listener():
     return ProgressLogger()
 
 
+def batch_writer(output: str, uri: str, threshold: float = 60.0,
+                 alerts_exchange: str = ALERTS_EXCHANGE, result: JobResult | None = None):
+    """The job's ``foreachBatch`` function ``(batch_df, batch_id) -> None``.
+
+    ``batch_df``: one micro-batch of :func:`window_aggregates` (the windows it closed). Writes
+    :func:`result_rows` to parquet under ``OUTPUT/windows/batch_id=<n>/`` (overwritten on a
+    replay) and publishes :func:`alert_messages` to ``alerts_exchange`` on ``uri`` with the
+    ``amqp`` sink. Adds the windows and alerts to ``result`` (a :class:`JobResult`) if given.
+    Shared by :func:`run_job` and ``spark_amqp.bench.job``.
+    """
+    result = result if result is not None else JobResult(output=output)
+
+    def write_batch(batch_df, batch_id: int) -> None:
+        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
+        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
+        # batch's messages to the executors again (they travel inside the source partitions).
+        path = f"{output}/windows/batch_id={batch_id}"
+        result_rows(batch_df).write.mode("overwrite").parquet(path)
+        written = batch_df.sparkSession.read.parquet(path)
+        n = written.count()
+        if not n:
+            return
+        alerts = alert_messages(written, threshold).cache()
+        n_alerts = alerts.count()
+        if n_alerts:
+            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
+             .option("declareExchange", "true").option("exchangeType", "topic")
+             .mode("append").save())
+        alerts.unpersist()
+        result.alerts += n_alerts
+        result.windows += n
+        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
+                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
+
+    return write_batch
+
+
 def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flight_delays",
             checkpoint: str | None = None, threshold: float = 60.0,
             alerts_exchange: str = ALERTS_EXCHANGE, watermark: str = "30 minutes",
@@ -276,27 +313,7 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
         reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
     windows = window_aggregates(reader.load(), watermark)
 
-    def write_batch(batch_df, batch_id: int) -> None:
-        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
-        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
-        # batch's messages to the executors again (they travel inside the source partitions).
-        path = f"{output}/windows/batch_id={batch_id}"
-        result_rows(batch_df).write.mode("overwrite").parquet(path)
-        written = batch_df.sparkSession.read.parquet(path)
-        n = written.count()
-        if not n:
-            return
-        alerts = alert_messages(written, threshold).cache()
-        n_alerts = alerts.count()
-        if n_alerts:
-            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
-             .option("declareExchange", "true").option("exchangeType", "topic")
-             .mode("append").save())
-        alerts.unpersist()
-        result.alerts += n_alerts
-        result.windows += n
-        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
-                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
+    write_batch = batch_writer(output, uri, threshold, alerts_exchange, result)
 
     listener = _progress_listener()
     spark.streams.addListener(listener)
