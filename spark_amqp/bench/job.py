@@ -1,6 +1,6 @@
 """Benchmark of the main job's query fed by the ``amqp`` source vs Spark's own file source.
 
-``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000] [--order ab|ba]
+``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000]
 [--conf KEY=VALUE ...] [--quick]``
 
 The query is the job's (``spark_amqp/jobs/flight_delays.py``): :func:`window_aggregates`
@@ -14,13 +14,14 @@ marker, first ``--limit`` flights), with the same batch sizes, in the same run:
 - **(a) amqp source**: the bodies published (with confirms) to a queue of the embedded broker
   (its own process), read with ``readStream.format("amqp")`` and ``maxMessagesPerTrigger`` =
   ``--max-per-trigger`` (the job's option and default);
-- **(b) file source**: the same bodies as JSON lines in text files of ``--max-per-trigger``
-  lines each (modification times in event-time order), read with ``readStream.format("text")``
-  and ``maxFilesPerTrigger=1``: Spark's own source, no broker - what Spark itself does with
-  this query on this machine.
+- **(b) file source**: the same bodies as JSON lines in text files, one file per batch of (a)
+  (so the batches are the same: the source's byte limits may cut them below
+  ``--max-per-trigger``), modification times in event-time order, read with
+  ``readStream.format("text")`` and ``maxFilesPerTrigger=1``: Spark's own source, no broker -
+  what Spark itself does with this query on this machine.
 
 One untimed warm-up query first (the file source over the first few thousand flights: JVM,
-code generation and the Python workers warm for both). Printed for each feed: rows, batches
+code generation and the Python workers warm for both), then (a), then (b). Printed for each feed: rows, batches
 with rows, the first batch's ``triggerExecution``, the wall time from ``start()`` to
 termination, rows/s over it, and the ratio (a)/(b) of the rates; then where the batches spent
 their time (``durationMs`` summed over the batches: ``latestOffset``, ``getBatch``,
@@ -85,20 +86,22 @@ def flight_bodies(limit: int | None) -> list[bytes]:
     return [m.body for m in flight_messages(df)] + [end_marker(df).body]
 
 
-def write_files(bodies: list[bytes], folder: str, per_file: int) -> int:
-    """Write ``bodies`` as JSON lines into ``folder``, ``per_file`` lines a file, with
-    modification times 1 s apart in order (the file source takes the oldest first). Returns
-    the number of files."""
+def write_files(bodies: list[bytes], folder: str, sizes: list[int]) -> None:
+    """Write ``bodies`` as JSON lines into ``folder``, ``sizes[i]`` lines in file ``i`` (the
+    rest, if any, in one more file), with modification times 1 s apart in order (the file
+    source takes the oldest first)."""
     os.makedirs(folder, exist_ok=True)
-    t = time.time() - 10 * (len(bodies) // per_file + 2)
-    n = 0
-    for i in range(0, len(bodies), per_file):
+    sizes = list(sizes)
+    if sum(sizes) < len(bodies):
+        sizes.append(len(bodies) - sum(sizes))
+    t = time.time() - 10 * (len(sizes) + 2)
+    start = 0
+    for n, size in enumerate(sizes):
         path = os.path.join(folder, f"part-{n:05d}.json")
         with open(path, "wb") as f:
-            f.write(b"\n".join(bodies[i:i + per_file]) + b"\n")
+            f.write(b"\n".join(bodies[start:start + size]) + b"\n")
         os.utime(path, (t + n, t + n))
-        n += 1
-    return n
+        start += size
 
 
 def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
@@ -207,8 +210,6 @@ def main(argv=None) -> int:
     ap.add_argument("--max-per-trigger", type=int, default=DEFAULT_MAX_PER_TRIGGER,
                     help="messages per micro-batch: the amqp source's maxMessagesPerTrigger "
                          "and the lines per file [%(default)s, the job's default]")
-    ap.add_argument("--order", choices=("ab", "ba"), default="ab",
-                    help="which feed runs first after the warm-up [%(default)s]")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark SQL setting for both queries (repeatable)")
     ap.add_argument("--quick", action="store_true",
@@ -230,28 +231,23 @@ def main(argv=None) -> int:
             for kv in args.conf:
                 key, _, value = kv.partition("=")
                 spark.conf.set(key.strip(), value.strip())
-            files = os.path.join(tmp, "files")
-            write_files(bodies, files, args.max_per_trigger)
             warm = os.path.join(tmp, "warm")
-            write_files(bodies[:min(len(bodies), 4000)], warm, 2000)
+            write_files(bodies[:min(len(bodies), 4000)], warm, [2000, 2000])
             file_run(spark, warm, os.path.join(tmp, "out-warm"), broker.url)
-            runs = {}
-            for feed in args.order:
-                if feed == "a":
-                    runs["a"] = amqp_run(spark, broker.url, bodies, args.max_per_trigger,
-                                         os.path.join(tmp, "out-a"))
-                else:
-                    runs["b"] = file_run(spark, files, os.path.join(tmp, "out-b"), broker.url)
-                print(f"{feed}: {runs[feed].rows:,} rows in {runs[feed].wall:.1f} s, batches "
-                      f"{runs[feed].sizes}", flush=True)
+            a = amqp_run(spark, broker.url, bodies, args.max_per_trigger,
+                         os.path.join(tmp, "out-a"))
+            print(f"(a): {a.rows:,} rows in {a.wall:.1f} s, batches {a.sizes}", flush=True)
+            files = os.path.join(tmp, "files")
+            write_files(bodies, files, a.sizes)
+            b = file_run(spark, files, os.path.join(tmp, "out-b"), broker.url)
+            print(f"(b): {b.rows:,} rows in {b.wall:.1f} s, batches {b.sizes}", flush=True)
             settings = {k: spark.conf.get(k) for k in (
                 "spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")}
             spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a, b = runs["a"], runs["b"]
     print(f"\nflights={len(bodies) - 1:,} (+ end-of-stream marker) "
-          f"max-per-trigger={args.max_per_trigger:,} order={args.order} "
+          f"max-per-trigger={args.max_per_trigger:,} "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("settings: " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v.rsplit('.', 1)[-1]}"
                                    for k, v in settings.items())
