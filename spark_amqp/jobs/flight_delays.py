@@ -109,12 +109,43 @@ def read_spark_defaults(path: Path) -> dict[str, str]:
     return conf
 
 
+#: The job's Spark SQL settings. :func:`build_spark` applies them to the session (``python``
+#: and ``spark-submit`` alike, with or without ``--properties-file``) unless the Spark conf
+#: already sets the key (``--conf``, a properties file, ``SparkSession.builder.config``): the
+#: user's value wins. A restarted query keeps the shuffle partitions and the state store of its
+#: checkpoint (Spark records them in the offset log). Evidence for each value: the README's
+#: "Speed of the main job" (``python -m spark_amqp.bench.job``).
+JOB_SQL_CONF: dict[str, str] = {
+    # alert bodies format window_start/window_end with a literal 'Z' (date_format uses the
+    # session time zone)
+    "spark.sql.session.timeZone": "UTC",
+    # run_job sums numInputRows over query.recentProgress: keep every batch of a run
+    "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    # one state store (and one parquet file) per shuffle partition, every batch
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+def apply_job_conf(spark, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Set ``conf`` (default :data:`JOB_SQL_CONF`) on ``spark`` (``spark.conf.set``), except
+    the keys that the SparkContext's conf already holds (set by the user at submit or build
+    time). Returns the settings applied."""
+    conf = JOB_SQL_CONF if conf is None else conf
+    given = spark.sparkContext.getConf()
+    applied = {k: v for k, v in conf.items() if not given.contains(k)}
+    for key, value in applied.items():
+        spark.conf.set(key, value)
+    return applied
+
+
 def build_spark(app_name: str = "flight-delays", master: str | None = None):
-    """Get or create the SparkSession with the ``amqp`` data source registered.
+    """Get or create the SparkSession with the ``amqp`` data source registered and the job's
+    settings (:func:`apply_job_conf`).
 
     Under ``spark-submit`` (a JVM gateway already exists) the submit-time configuration is
     used as is. Under plain ``python``, the package's ``conf/spark-defaults.conf`` is applied
     and its ``conf/log4j2.properties`` keeps Spark's logs to warnings (:data:`CONF_DIR`).
+    Either way :data:`JOB_SQL_CONF` then fills in the keys that configuration left unset.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -128,13 +159,13 @@ def build_spark(app_name: str = "flight-delays", master: str | None = None):
         log4j = f"-Dlog4j.configurationFile=file:{CONF_DIR / 'log4j2.properties'}"
         conf["spark.driver.extraJavaOptions"] = log4j
         conf["spark.executor.extraJavaOptions"] = log4j
-        conf.setdefault("spark.sql.streaming.numRecentProgressUpdates", "1000")
         for key, value in conf.items():
             builder = builder.config(key, value)
         if master:
             builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    apply_job_conf(spark)
     spark_amqp.register(spark)
     return spark
 
@@ -507,6 +538,12 @@ def demo(args) -> int:
         output = tmp
     else:
         shutil.rmtree(output, ignore_errors=True)  # a demo starts from scratch
+    # Spark starts (JVM, SparkContext: several seconds) while the flights are published
+    from concurrent.futures import ThreadPoolExecutor
+
+    starter = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
+    spark_future = starter.submit(build_spark, master=args.master)
+    starter.shutdown(wait=False)
     try:
         declare_topology(uri, args.queue, args.alerts_queue, purge=True,
                          flights_exchange=args.exchange, alerts_exchange=args.alerts_exchange)
@@ -519,7 +556,7 @@ def demo(args) -> int:
         if stats.returned:
             log.error("%d messages were unroutable", stats.returned)
             return 1
-        spark = build_spark(master=args.master)
+        spark = spark_future.result()
         result = run_job(spark, uri, args.queue, output, None, args.threshold,
                          args.alerts_exchange, args.watermark, "available-now", args.interval,
                          args.max_per_trigger, args.idle_timeout)
@@ -529,6 +566,8 @@ def demo(args) -> int:
                            args.threshold, args.alerts_exchange, args.alerts_queue)
         return 0 if ok else 1
     finally:
+        if spark is None and spark_future.exception() is None:  # waits for the start-up
+            spark = spark_future.result()
         if spark is not None:
             spark.stop()
         if broker is not None:
