@@ -146,8 +146,10 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
     return run
 
 
-def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str) -> JobRun:
-    """(a): ``bodies`` published to a new queue, read by the ``amqp`` source."""
+def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
+             options: dict | None = None) -> JobRun:
+    """(a): ``bodies`` published to a new queue, read by the ``amqp`` source with
+    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options``."""
     from ..client import connect
 
     queue = f"bench-job-{uuid.uuid4().hex[:8]}"
@@ -162,7 +164,8 @@ def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str) -
                 if ch.wait_for_confirms(timeout=300).nacked:
                     raise RuntimeError(f"publishes to {queue} nacked")
         messages = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
-                    .option("maxMessagesPerTrigger", str(per_trigger)).load())
+                    .option("maxMessagesPerTrigger", str(per_trigger))
+                    .options(**(options or {})).load())
         return run_query(spark, messages, "amqp", out, url)
     finally:
         with connect(url) as c:

@@ -296,22 +296,27 @@ def batch_writer(output: str, uri: str, threshold: float = 60.0,
     result = result if result is not None else JobResult(output=output)
 
     def write_batch(batch_df, batch_id: int) -> None:
-        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
-        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
-        # batch's messages to the executors again (they travel inside the source partitions).
-        path = f"{output}/windows/batch_id={batch_id}"
-        result_rows(batch_df).write.mode("overwrite").parquet(path)
-        written = batch_df.sparkSession.read.parquet(path)
-        n = written.count()
+        # The batch's windows are computed once (the stateful job, which reads the batch's
+        # messages) and persisted; the counts, the parquet write and the alerts read that
+        # cache. (Writing the parquet first and reading it back for the counts and alerts
+        # took 2.4 s more over the 336,776 flights: README, "Speed of the main job".)
+        from pyspark.sql import functions as F
+
+        windows = result_rows(batch_df).persist()
+        try:
+            counts = windows.agg(
+                F.count(F.lit(1)),
+                F.count(F.when(F.col("mean_dep_delay") > F.lit(threshold), 1))).first()
+            n, n_alerts = int(counts[0]), int(counts[1])
+            windows.write.mode("overwrite").parquet(f"{output}/windows/batch_id={batch_id}")
+            if n_alerts:
+                (alert_messages(windows, threshold).write.format("amqp").option("uri", uri)
+                 .option("exchange", alerts_exchange).option("declareExchange", "true")
+                 .option("exchangeType", "topic").mode("append").save())
+        finally:
+            windows.unpersist()
         if not n:
             return
-        alerts = alert_messages(written, threshold).cache()
-        n_alerts = alerts.count()
-        if n_alerts:
-            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
-             .option("declareExchange", "true").option("exchangeType", "topic")
-             .mode("append").save())
-        alerts.unpersist()
         result.alerts += n_alerts
         result.windows += n
         log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
