@@ -27,7 +27,9 @@ with rows, the first batch's ``triggerExecution``, the wall time from ``start()`
 termination, rows/s over it, and the ratio (a)/(b) of the rates; then where the batches spent
 their time (``durationMs`` summed over the batches: ``latestOffset``, ``getBatch``,
 ``queryPlanning``, ``walCommit``, ``addBatch`` = the ``foreachBatch``, ``commitOffsets``) and
-the state store's figures (``stateOperators``: rows at the end, commit and update times, memory).
+the state store's figures (``stateOperators``: rows at the end, commit and update times, memory)
+and the CPU-seconds of each kind of process during each query (``bench/cpu.py``: the Spark JVM,
+its Python workers and source runner, the embedded broker, this process).
 Both outputs must hold the same windows (checked). Target (issue 14): (a) >= 0.9x (b).
 
 ``--conf KEY=VALUE`` sets Spark SQL settings (``spark.conf.set``) before both queries, to
@@ -47,6 +49,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from .common import BrokerProcess
+from .cpu import CpuAccount
 
 #: the job's default micro-batch size (its ``--max-per-trigger``)
 DEFAULT_MAX_PER_TRIGGER = 50_000
@@ -72,6 +75,7 @@ class JobRun:
     windows: int = 0
     flights: int = 0
     alerts: int = 0
+    cpu: dict = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -118,10 +122,12 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
              .foreachBatch(batch_writer(out, uri, result=result))
              .option("checkpointLocation", os.path.join(out, "_checkpoint"))
              .trigger(availableNow=True))
-    t0 = time.perf_counter()
-    q = query.start()
-    q.awaitTermination()
-    run = JobRun(name, wall=time.perf_counter() - t0, alerts=result.alerts)
+    with CpuAccount() as acct:
+        t0 = time.perf_counter()
+        q = query.start()
+        q.awaitTermination()
+        wall = time.perf_counter() - t0
+    run = JobRun(name, wall=wall, alerts=result.alerts, cpu=acct.cpu)
     if q.exception() is not None:
         raise RuntimeError(f"{name}: {q.exception()}")
     progress = [json.loads(p.json) for p in q.recentProgress]
@@ -207,6 +213,13 @@ def _table(a: JobRun, b: JobRun) -> str:
                      f"{s.get('allUpdatesTimeMs', 0) / 1e3:>10.1f}"
                      f"{s.get('commitTimeMs', 0) / 1e3:>10.1f}"
                      f"{s.get('memoryUsedBytes', 0) / (1 << 20):>9.1f}")
+    kinds = sorted({k for r in (a, b) for k in r.cpu}, key=lambda k: -(a.cpu.get(k, 0)))
+    if kinds:
+        lines.append("")
+        lines.append(f"{'CPU-seconds':<32}{'(a)':>8}{'(b)':>8}   (during each query; bench/cpu.py)")
+        for k in kinds:
+            lines.append(f"  {k:<30}{a.cpu.get(k, 0):>8.1f}{b.cpu.get(k, 0):>8.1f}")
+        lines.append(f"  {'all':<30}{sum(a.cpu.values()):>8.1f}{sum(b.cpu.values()):>8.1f}")
     return "\n".join(lines)
 
 
