@@ -53,6 +53,10 @@ until the queue is drained (``--trigger available-now``, default) or forever
 mode the alerts exchange and the ``--alerts-queue`` bound to it with ``delay.#`` are declared
 first (never purged outside ``--demo``), so the alerts wait in that queue instead of being
 dropped by an exchange with nothing bound; ``--alerts-queue ''`` declares no queue.
+
+Wherever it runs, the job applies its Spark SQL settings (:data:`JOB_SQL_CONF`: 2 shuffle
+partitions, UTC, ...) unless the Spark conf already sets them, and reads with
+:data:`SOURCE_OPTIONS`; the README's "Speed of the main job" gives the evidence for each.
 """
 
 from __future__ import annotations
