@@ -13,8 +13,8 @@ marker, first ``--limit`` flights), with the same batch sizes, in the same run:
 
 - **(a) amqp source**: the bodies published (with confirms) to a queue of the embedded broker
   (its own process), read with ``readStream.format("amqp")``, ``maxMessagesPerTrigger`` =
-  ``--max-per-trigger`` (the job's option and default) and the job's other source options
-  (``SOURCE_OPTIONS``);
+  ``--max-per-trigger`` (the job's option and default), the source's other options at their
+  defaults, as in the job;
 - **(b) file source**: the same bodies as JSON lines in text files, one file per batch of (a)
   (so the batches are the same: the source's byte limits may cut them below
   ``--max-per-trigger``), modification times in event-time order, read with
@@ -156,12 +156,10 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
 def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
              options: dict | None = None) -> JobRun:
     """(a): ``bodies`` published to a new queue, read by the ``amqp`` source with
-    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (default: the job's
-    ``SOURCE_OPTIONS``)."""
+    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (the job sets no others)."""
     from ..client import connect
-    from ..jobs.flight_delays import SOURCE_OPTIONS
 
-    options = SOURCE_OPTIONS if options is None else options
+    options = options or {}
     queue = f"bench-job-{uuid.uuid4().hex[:8]}"
     with connect(url) as c:
         c.channel().queue_declare(queue)

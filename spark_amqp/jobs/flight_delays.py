@@ -55,8 +55,8 @@ first (never purged outside ``--demo``), so the alerts wait in that queue instea
 dropped by an exchange with nothing bound; ``--alerts-queue ''`` declares no queue.
 
 Wherever it runs, the job applies its Spark SQL settings (:data:`JOB_SQL_CONF`: 2 shuffle
-partitions, UTC, ...) unless the Spark conf already sets them, and reads with
-:data:`SOURCE_OPTIONS`; the README's "Speed of the main job" gives the evidence for each.
+partitions, UTC, ...) unless the Spark conf already sets them; the README's "Speed of the main
+job" gives the evidence for each.
 """
 
 from __future__ import annotations
@@ -130,13 +130,6 @@ JOB_SQL_CONF: dict[str, str] = {
     # (Spark's default, 200, is far slower still); 2 keeps both cores of local[2] busy
     "spark.sql.shuffle.partitions": "2",
 }
-
-#: Options of the job's ``amqp`` source besides the queue and ``maxMessagesPerTrigger``. The
-#: source's default byte cap (16 MiB a batch) cut the job's batches to ~34,650 flights (about
-#: 480 B of frames each), below its 50,000: 11 batches instead of 8, each with its fixed cost
-#: (12.4 s instead of 16.8 s for the 336,776 flights, warm). A batch of 50,000 is ~24 MB.
-SOURCE_OPTIONS: dict[str, str] = {"maxBytesPerTrigger": str(64 << 20)}
-
 
 def apply_job_conf(spark, conf: dict[str, str] | None = None) -> dict[str, str]:
     """Set ``conf`` (default :data:`JOB_SQL_CONF`) on ``spark`` (``spark.conf.set``), except
@@ -359,7 +352,6 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
               .option("availableNowIdleTimeout", str(idle_timeout)))
     if max_per_trigger:
         reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
-    reader = reader.options(**SOURCE_OPTIONS)
     windows = window_aggregates(reader.load(), watermark)
 
     write_batch = batch_writer(output, uri, threshold, alerts_exchange, result)
