@@ -96,6 +96,7 @@ class Channel:
         self._closing = False
         self._opened = False
         self._waiting = 0  # >0 while a caller waits on _cond (drain / confirms / window)
+        self._rpc_open = False  # a synchronous call's reply has not arrived (guarded by conn._lock)
         # consumers
         self._buffer: deque[Delivery] = deque()
         # delivery bytes put into / taken out of _buffer (Connection.set_read_limit); each
@@ -248,9 +249,22 @@ class Channel:
                 self._cond.notify_all()
 
     def _set_reply(self, reply) -> None:
+        self._end_rpc_wait()
         with self._cond:
             self._reply = reply
             self._cond.notify_all()
+
+    def _end_rpc_wait(self) -> None:
+        """The reply of the synchronous call in progress has arrived, or the channel ended:
+        the connection's read limit applies again from here (I/O thread), not only once the
+        caller's thread wakes up. Until then the I/O thread read on, without bound, what the
+        broker sent meanwhile (a whole queue of deliveries right after consume-ok on a busy
+        machine). Idempotent; the caller's thread calls it too."""
+        conn = self._conn
+        with conn._lock:
+            if self._rpc_open:
+                self._rpc_open = False
+                conn._rpc_waiting -= 1
 
     def _schedule_wake(self) -> None:
         wake = self._conn._wake
@@ -262,6 +276,7 @@ class Channel:
             self._cond.notify_all()
 
     def _closed_with(self, err: BaseException) -> None:
+        self._end_rpc_wait()
         with self._cond:
             if self._error is None:
                 self._error = err
@@ -309,6 +324,7 @@ class Channel:
             # the reply may be behind deliveries: reading never pauses meanwhile (set_read_limit)
             with conn._lock:
                 conn._rpc_waiting += 1
+                self._rpc_open = True
             conn._read_wake.set()
             try:
                 with self._cond:
@@ -327,8 +343,7 @@ class Channel:
                     reply = self._reply
                     self._reply = None
             finally:
-                with conn._lock:
-                    conn._rpc_waiting -= 1
+                self._end_rpc_wait()
             if reply is None and self._error is None:
                 # No answer in time: the channel's state is unknown (the reply may still
                 # come), so the whole connection is dropped rather than reused.
