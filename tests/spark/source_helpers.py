@@ -288,7 +288,7 @@ def broker_variants_at_once(request, test_name: str, scenario):
     RabbitMQ's runs only when it is reachable (its test item then skips or fails through
     ``broker_url`` as any other). Why: a crash test's runner processes spend most of their time
     starting a JVM and a Spark session, which keeps one of the machine's cores busy; the two
-    brokers' runs overlap instead of taking turns (CI time, see README "Tests")."""
+    brokers' runs overlap instead of taking turns (CI time, see README "Development")."""
     from concurrent.futures import ThreadPoolExecutor
 
     wanted = {item.callspec.params.get("broker_url") for item in request.session.items

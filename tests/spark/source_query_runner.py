@@ -25,29 +25,28 @@ from pathlib import Path
 RUNNER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    idle_markers = "--idle-markers" in args
-    args = [a for a in args if a != "--idle-markers"]
-    url, queue, checkpoint, output, markers, trigger, *extra = args
+def runner_session(app_name: str):
+    """The runner's own SparkSession (local[2], RUNNER_JVM_OPTIONS, no UI, UTC, quiet logs)
+    with the amqp data source registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import spark_amqp
 
-    spark = (SparkSession.builder.master("local[2]").appName("amqp-source-runner")
+    spark = (SparkSession.builder.master("local[2]").appName(app_name)
              .config("spark.driver.extraJavaOptions", RUNNER_JVM_OPTIONS)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    if idle_markers:
-        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
     spark_amqp.register(spark)
-    reader = spark.readStream.format("amqp").option("uri", url).option("queue", queue)
-    for kv in extra:
-        k, v = kv.split("=", 1)
-        reader = reader.option(k, v)
-    df = reader.load().selectExpr("cast(body as string) as id", "redelivered", "offset")
+    return spark
+
+
+def run_to_parquet(df, output: str, checkpoint: str, trigger: str, markers: str,
+                   idle_markers: bool = False) -> None:
+    """Stream ``df`` into parquet at ``output`` until the query ends; touches
+    MARKER_DIR/started once it runs, batch-<id> after each batch with rows (idle-<id> after an
+    empty one with ``idle_markers``), done at the end."""
     md = Path(markers)
     md.mkdir(parents=True, exist_ok=True)
     seen = set()
@@ -69,13 +68,29 @@ def main() -> None:
         err = q.exception()
         # Spark gives a Python worker 15 s to connect back (hard-coded in 4.3); an overloaded
         # machine misses that: restart from the checkpoint (what a crash restart does anyway),
-        # anything else fails the run (as in stream_query_runner.py)
+        # anything else fails the run
         if err is not None and "failed to connect back" in str(err) and attempt < 4:
             print(f"restarting the query after: {str(err)[:200]}", flush=True)
             continue
         q.awaitTermination()
         break
     (md / "done").write_text("ok")
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    idle_markers = "--idle-markers" in args
+    args = [a for a in args if a != "--idle-markers"]
+    url, queue, checkpoint, output, markers, trigger, *extra = args
+    spark = runner_session("amqp-source-runner")
+    if idle_markers:
+        spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    reader = spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+    for kv in extra:
+        k, v = kv.split("=", 1)
+        reader = reader.option(k, v)
+    df = reader.load().selectExpr("cast(body as string) as id", "redelivered", "offset")
+    run_to_parquet(df, output, checkpoint, trigger, markers, idle_markers)
     spark.stop()
 
 
