@@ -153,20 +153,20 @@ def _run_query(spark, df, tmpdir: str) -> SparkRun:
                     sum(p["numInputRows"] for p in prog), len(prog), phases)
 
 
+#: command-line argument -> the source option it sets (when given)
+_SOURCE_OPTION_ARGS = (("max_per_trigger", "maxMessagesPerTrigger"),
+                       ("per_partition", "maxMessagesPerPartition"), ("prefetch", "prefetch"),
+                       ("inline_bytes", "maxInlineBytesPerTrigger"),
+                       ("max_bytes_per_trigger", "maxBytesPerTrigger"),
+                       ("max_buffered_bytes", "maxBufferedBytes"))
+
+
 def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
     r = spark.readStream.format("amqp").option("uri", url).option("queue", queue)
-    if args.max_per_trigger is not None:
-        r = r.option("maxMessagesPerTrigger", args.max_per_trigger)
-    if args.per_partition is not None:
-        r = r.option("maxMessagesPerPartition", args.per_partition)
-    if args.prefetch is not None:
-        r = r.option("prefetch", args.prefetch)
-    if args.inline_bytes is not None:
-        r = r.option("maxInlineBytesPerTrigger", args.inline_bytes)
-    if args.max_bytes_per_trigger is not None:
-        r = r.option("maxBytesPerTrigger", args.max_bytes_per_trigger)
-    if args.max_buffered_bytes is not None:
-        r = r.option("maxBufferedBytes", args.max_buffered_bytes)
+    for arg, option in _SOURCE_OPTION_ARGS:   # options left unset keep the source's defaults
+        value = getattr(args, arg)
+        if value is not None:
+            r = r.option(option, value)
     df = r.load()
     return _run_query(spark, df, tmpdir)
 
