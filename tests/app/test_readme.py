@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from broker_process import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -79,19 +78,13 @@ def test_quick_start_runs_as_written(spark, tmp_path, monkeypatch, capsys):
                          'orders.big.it {"id":"o-4","amount":250.0}']
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(300)
 def test_command_line_section_runs_as_written(tmp_path):
     text = section("The command line: `spark-amqp`").split("\n### ")[0]
     lines = [c for block in code_blocks(text, "sh") for c in commands(block)]
     assert lines[0].startswith("spark-amqp broker ") and lines[0].endswith("&"), lines[0]
     broker_cmd = lines[0][:-1].strip()
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, SPARK_AMQP_URI=f"amqp://guest:guest@127.0.0.1:{port}/%2F",
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     env.pop("SPARK_AMQP_REQUIRE_RABBITMQ", None)
@@ -101,15 +94,10 @@ def test_command_line_section_runs_as_written(tmp_path):
                                   env=env, stdout=log, stderr=subprocess.STDOUT)
     results = {}
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert broker.poll() is None and time.monotonic() < deadline, \
-                    broker_log.read_text()
-                time.sleep(0.2)
+        try:
+            wait_port(port, timeout=60, proc=broker)
+        except (RuntimeError, TimeoutError) as exc:
+            raise AssertionError(f"{exc}\n{broker_log.read_text()}") from None
         for line in lines[1:]:
             r = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
                                text=True, timeout=240)

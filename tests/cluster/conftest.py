@@ -10,23 +10,17 @@ keeps the cluster from starting is a failure.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from broker_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 LOG4J = ROOT / "spark_amqp" / "conf" / "log4j2.properties"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def require_java() -> None:

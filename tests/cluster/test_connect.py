@@ -25,7 +25,9 @@ import pytest
 
 from app.test_readme import code_blocks, commands, section
 
-from .conftest import LOG4J, free_port, require_java
+from broker_process import free_port
+
+from .conftest import LOG4J, require_java
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

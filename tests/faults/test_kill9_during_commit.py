@@ -12,7 +12,7 @@ import time
 import pika
 import pytest
 
-from faults_helpers import BrokerProcess
+from broker_process import BrokerProcess
 from spark_amqp.protocol import BasicProperties
 
 pytestmark = pytest.mark.faults
@@ -75,7 +75,7 @@ def _drain(url: str, queue: str) -> list[int]:
 def test_kill9_during_commits_loses_no_confirmed_message(tmp_path):
     data = str(tmp_path / "data")
     for round_, delay in enumerate((0.1, 0.5)):
-        b = BrokerProcess(data)
+        b = BrokerProcess(data, log_level="WARNING")
         c = pika.BlockingConnection(pika.URLParameters(b.url))
         ch = c.channel()
         ch.queue_declare("kc", durable=True)
@@ -97,7 +97,7 @@ def test_kill9_during_commits_loses_no_confirmed_message(tmp_path):
             t.join(30)
         confirmed_pika, confirmed_pipe = list(got_pika), list(got_pipe)
         assert confirmed_pika and confirmed_pipe, "the publishers confirmed nothing before the kill"
-        b2 = BrokerProcess(data)  # opens the store: quick_check passed, nothing corrupt
+        b2 = BrokerProcess(data, log_level="WARNING")  # opens the store: quick_check passed, nothing corrupt
         try:
             kc, kq = _drain(b2.url, "kc"), _drain(b2.url, "kq")
         finally:
