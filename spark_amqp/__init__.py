@@ -1,12 +1,18 @@
 """spark-amqp: a PySpark Structured Streaming connector for AMQP 0-9-1 (RabbitMQ).
+May import: spark_amqp.spark and spark_amqp.broker, only lazily (``register``, ``__getattr__``).
+Imported by: users and the applications; the lower layers read only its ``__version__``.
 
 Layers, each depending only on the ones before it:
 
 1. :mod:`spark_amqp.protocol` - sans-IO codec and connection/channel state machines.
 2. :mod:`spark_amqp.client` (blocking client transport) and :mod:`spark_amqp.broker`
    (the embedded asyncio broker).
-3. :mod:`spark_amqp.spark` - the ``amqp`` data source (stream reader and writers).
-4. :mod:`spark_amqp.cli` - the ``spark-amqp`` command, and ``jobs/``.
+3. :mod:`spark_amqp.spark` - the ``amqp`` data source (``source/`` readers, ``sink/`` writers),
+   and :mod:`spark_amqp.management` (the broker's management API).
+4. :mod:`spark_amqp.cli` - the ``spark-amqp`` command, :mod:`spark_amqp.jobs` and
+   :mod:`spark_amqp.bench`.
+
+``tests/test_layers.py`` checks this order and that no imports form a cycle.
 
 Heavy imports (pyspark, the broker) happen lazily so that importing the package is cheap.
 """

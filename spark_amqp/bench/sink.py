@@ -18,7 +18,7 @@ without ``--durable-queue`` "persistent" costs the broker little. Contenders:
    slow; the rate is what matters.
 3. **client alone** (the broker's own limit for the sink's traffic, no Spark):
    ``--partitions`` processes, one connection each (as the sink's tasks), each publishing its
-   share with the sink's publisher (:class:`~spark_amqp.spark.sink_publish.TaskPublisher`:
+   share with the sink's publisher (:class:`~spark_amqp.spark.sink.publish.TaskPublisher`:
    ``publish_batch`` chunks of 1,000, the same ``maxInFlight`` window of 10,000, then every
    message confirmed) of messages built beforehand. Three rows: the sink's traffic
    (persistent, confirms on); the same with ``delivery_mode=1`` (transient); and persistent
@@ -53,7 +53,7 @@ import uuid
 from .common import BrokerProcess, local_spark
 
 RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-#: the sink's default maxInFlight (spark_amqp.spark.sink_options)
+#: the sink's default maxInFlight (spark_amqp.spark.sink.options)
 SINK_WINDOW = 10000
 
 
@@ -230,8 +230,8 @@ def _client_worker(url: str, exchange: str, routing_key: str, start: int, n: int
     in the socket buffers are not cut off by closing)."""
     from spark_amqp.client import connect
     from spark_amqp.protocol import BasicProperties
-    from spark_amqp.spark.sink_options import parse_sink_options
-    from spark_amqp.spark.sink_publish import TaskPublisher
+    from spark_amqp.spark.sink.options import parse_sink_options
+    from spark_amqp.spark.sink.publish import TaskPublisher
 
     msgs = [(_body(i, size), exchange, routing_key,
              BasicProperties(delivery_mode=delivery_mode, message_id=f"c:{i}"), False)

@@ -1,5 +1,6 @@
-"""spark_amqp.management: RabbitMQ's management HTTP API, Prometheus metrics and a web page,
-served by the embedded broker on its own port.
+"""spark_amqp.management: RabbitMQ's management HTTP API, Prometheus metrics and a web page.
+May import: broker, protocol (and the package's ``__version__``); aiohttp, prometheus_client.
+Imported by: the broker, which starts it on its own port (lazily), and the CLI through it.
 
 Layer: above the broker core (reads its objects, calls its declare/delete/route operations on
 its event loop), below the CLI. Start it with ``EmbeddedBroker(management=True)`` (then

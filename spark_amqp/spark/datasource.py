@@ -2,12 +2,13 @@
 
 Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
 
-* Reading queues: :class:`spark_amqp.spark.source.AmqpStreamReader` (streaming only; see its
-  module for the ack/offset semantics and :mod:`spark_amqp.spark.options` for the options).
-* Reading stream queues (option ``stream``/``superStream``): :mod:`spark_amqp.spark.stream_source`
-  (streaming and batch; options in :mod:`spark_amqp.spark.stream_options`).
+* Reading queues: :class:`spark_amqp.spark.source.reader.AmqpStreamReader` (streaming only; see its
+  module for the ack/offset semantics and :mod:`spark_amqp.spark.source.options` for the options).
+* Reading stream queues (option ``stream``/``superStream``):
+  :mod:`spark_amqp.spark.source.stream_reader`
+  (streaming and batch; options in :mod:`spark_amqp.spark.source.stream_options`).
 * Writing: ``writer``/``streamWriter`` return the sink's classes from
-  :mod:`spark_amqp.spark.sink` (imported lazily).
+  :mod:`spark_amqp.spark.sink.writer` (imported lazily).
 
 No method here does broker I/O: Spark builds and pickles this object and the readers in several
 processes (lessons §1.3), and invalid options must fail at ``load()``/``start()``, which run
@@ -27,7 +28,7 @@ class AmqpDataSource(DataSource):
     """AMQP 0-9-1 (RabbitMQ) data source named ``amqp``.
 
     Source schema: :data:`spark_amqp.spark.schema.SOURCE_SCHEMA_DDL` (fixed). Options: see
-    :mod:`spark_amqp.spark.options` (source) and :mod:`spark_amqp.spark.sink` (sink).
+    :mod:`spark_amqp.spark.source.options` (source) and :mod:`spark_amqp.spark.sink.writer` (sink).
     """
 
     @classmethod
@@ -42,8 +43,8 @@ class AmqpDataSource(DataSource):
         ``load()`` with a ``ValueError`` naming it. With a user ``.schema(...)`` Spark skips this
         method; ``streamReader`` then rejects the schema when the query starts.
         """
-        from .options import parse_source_options
-        from .stream_options import is_stream_mode, parse_stream_options
+        from .source.options import parse_source_options
+        from .source.stream_options import is_stream_mode, parse_stream_options
 
         if is_stream_mode(self.options):
             parse_stream_options(dict(self.options))
@@ -57,15 +58,15 @@ class AmqpDataSource(DataSource):
         Raises ``ValueError`` for an invalid/unknown option or a user schema different from the
         source's (see :func:`spark_amqp.spark.schema.check_user_schema`).
         """
-        from .options import parse_source_options
-        from .stream_options import is_stream_mode, parse_stream_options
+        from .source.options import parse_source_options
+        from .source.stream_options import is_stream_mode, parse_stream_options
 
         _schema.check_user_schema(schema)
         if is_stream_mode(self.options):
-            from .stream_source import AmqpStreamSourceReader
+            from .source.stream_reader import AmqpStreamSourceReader
 
             return AmqpStreamSourceReader(parse_stream_options(dict(self.options)))
-        from .source import AmqpStreamReader
+        from .source.reader import AmqpStreamReader
 
         return AmqpStreamReader(parse_source_options(dict(self.options)))
 
@@ -74,7 +75,7 @@ class AmqpDataSource(DataSource):
 
         Raises ``ValueError`` for the queue mode: a classic or quorum queue is not a
         replayable table (reading it consumes it)."""
-        from .stream_options import is_stream_mode, parse_stream_options
+        from .source.stream_options import is_stream_mode, parse_stream_options
 
         _schema.check_user_schema(schema)
         if not is_stream_mode(self.options):
@@ -84,19 +85,19 @@ class AmqpDataSource(DataSource):
                 "it. Use spark.readStream.format('amqp') with trigger(availableNow=True) to "
                 "drain a queue once, or declare a stream (x-queue-type=stream) and read it "
                 "with option 'stream' (startingOffsets/endingOffsets).")
-        from .stream_source import AmqpStreamBatchReader
+        from .source.stream_reader import AmqpStreamBatchReader
 
         return AmqpStreamBatchReader(parse_stream_options(dict(self.options)))
 
     def writer(self, schema, overwrite: bool):
-        """Batch writer: ``spark_amqp.spark.sink.AmqpWriter(options, schema, overwrite)``."""
-        from .sink import AmqpWriter
+        """Batch writer: ``spark_amqp.spark.sink.writer.AmqpWriter(options, schema, overwrite)``."""
+        from .sink.writer import AmqpWriter
 
         return AmqpWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
-        """Streaming writer: ``spark_amqp.spark.sink.AmqpStreamWriter(options, schema,
+        """Streaming writer: ``spark_amqp.spark.sink.writer.AmqpStreamWriter(options, schema,
         overwrite)``."""
-        from .sink import AmqpStreamWriter
+        from .sink.writer import AmqpStreamWriter
 
         return AmqpStreamWriter(self.options, schema, overwrite)

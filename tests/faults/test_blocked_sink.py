@@ -14,8 +14,8 @@ import pytest
 from spark_amqp import EmbeddedBroker
 from spark_amqp.broker.config import BrokerConfig
 from spark_amqp.protocol import BasicProperties
-from spark_amqp.spark.sink_options import parse_sink_options
-from spark_amqp.spark.sink_publish import AmqpSinkError, TaskPublisher
+from spark_amqp.spark.sink.options import parse_sink_options
+from spark_amqp.spark.sink.publish import AmqpSinkError, TaskPublisher
 
 pytestmark = pytest.mark.faults
 

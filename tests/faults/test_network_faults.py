@@ -74,8 +74,8 @@ def test_broker_heartbeat_detects_a_stalled_client(broker):
 def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    from spark_amqp.spark.options import parse_source_options
-    from spark_amqp.spark.source import AmqpStreamReader
+    from spark_amqp.spark.source.options import parse_source_options
+    from spark_amqp.spark.source.reader import AmqpStreamReader
 
     c = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = c.channel()
@@ -130,8 +130,8 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
 
 # -------------------------------------------------------------------------- sink
 def _sink(url: str, **opts):
-    from spark_amqp.spark.sink_options import parse_sink_options
-    from spark_amqp.spark.sink_publish import TaskPublisher
+    from spark_amqp.spark.sink.options import parse_sink_options
+    from spark_amqp.spark.sink.publish import TaskPublisher
 
     return TaskPublisher(parse_sink_options({"uri": url, **opts}), "partition 0")
 
@@ -143,7 +143,7 @@ def _msgs(n: int, queue: str, size: int = 200):
 
 @pytest.mark.parametrize("fault", ["cut", "stall"])
 def test_sink_task_fails_cleanly_and_counts_only_confirmed(broker, fault):
-    from spark_amqp.spark.sink_publish import AmqpSinkError
+    from spark_amqp.spark.sink.publish import AmqpSinkError
 
     c = pika.BlockingConnection(pika.URLParameters(broker.url))
     c.channel().queue_declare("sinkq", durable=True)

@@ -12,13 +12,13 @@ from pyspark.sql.types import (BinaryType, IntegerType, LongType, MapType, Short
                                StructField, StructType, TimestampType, DoubleType)
 
 from spark_amqp.protocol import BasicProperties
-from spark_amqp.spark import sink_publish
+from spark_amqp.spark.sink import publish as sink_publish
 from spark_amqp.spark.schema import source_schema
-from spark_amqp.spark.sink import AmqpCommitMessage, AmqpStreamWriter, AmqpWriter
-from spark_amqp.spark.sink_convert import (SinkDataError, SinkSchemaError, batch_to_messages,
+from spark_amqp.spark.sink.writer import AmqpCommitMessage, AmqpStreamWriter, AmqpWriter
+from spark_amqp.spark.sink.convert import (SinkDataError, SinkSchemaError, batch_to_messages,
                                            plan_columns)
-from spark_amqp.spark.sink_options import SinkOptionError, parse_sink_options
-from spark_amqp.spark.sink_publish import AmqpSinkError, TaskPublisher
+from spark_amqp.spark.sink.options import SinkOptionError, parse_sink_options
+from spark_amqp.spark.sink.publish import AmqpSinkError, TaskPublisher
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -223,7 +223,7 @@ def test_convert_message_id_none_and_column():
 
 
 def test_fast_path_bytes_equal_basic_properties_encoding():
-    from spark_amqp.spark.sink_convert import EncodedProperties
+    from spark_amqp.spark.sink.convert import EncodedProperties
 
     plan = _plan([("body", BinaryType())], deliverymode="1")
     b = pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 3, pa.binary())})

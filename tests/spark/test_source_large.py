@@ -113,9 +113,9 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
     # planned into a committed batch.
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_amqp.spark.options import parse_source_options
-    from spark_amqp.spark.source import AmqpStreamReader, MessageTooLarge
-    from spark_amqp.spark.source_offsets import SourceOffset
+    from spark_amqp.spark.source.options import parse_source_options
+    from spark_amqp.spark.source.reader import AmqpStreamReader, MessageTooLarge
+    from spark_amqp.spark.source.offsets import SourceOffset
 
     q = unique("toolarge")
     with connect(broker_url) as conn:

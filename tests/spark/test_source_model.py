@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_amqp.spark.options import parse_source_options
-from spark_amqp.spark.source import AmqpStreamReader
-from spark_amqp.spark.source_offsets import SourceOffset
+from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.reader import AmqpStreamReader
+from spark_amqp.spark.source.offsets import SourceOffset
 from source_rawfake import RawBroker
 
 QS = ["a", "b"]

@@ -15,11 +15,11 @@ from hypothesis import given, strategies as st
 
 from spark_amqp.protocol import BasicProperties
 from spark_amqp.spark import schema as S
-from spark_amqp.spark.arrow import pack_deliveries, render_header_value, to_record_batches
-from spark_amqp.spark.options import parse_source_options
-from spark_amqp.spark.source import AmqpInputPartition, AmqpStreamReader
-from spark_amqp.spark.source_buffer import QueueBuffer, fair_split
-from spark_amqp.spark.source_offsets import SourceOffset
+from spark_amqp.spark.source.arrow import pack_deliveries, render_header_value, to_record_batches
+from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.reader import AmqpInputPartition, AmqpStreamReader
+from spark_amqp.spark.source.buffer import QueueBuffer, fair_split
+from spark_amqp.spark.source.offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from source_fakes import FakeBroker, FakeDelivery
@@ -472,7 +472,7 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
     import time
 
-    from spark_amqp.spark import source as src
+    from spark_amqp.spark.source import reader as src
 
     broker = FakeBroker(["a"])
     for i in range(10):
@@ -558,7 +558,7 @@ def _items_from(spec_list):
 
 def _message_bytes(items):
     from spark_amqp.protocol import RawDeliveries
-    from spark_amqp.spark.source_buffer import item_bytes
+    from spark_amqp.spark.source.buffer import item_bytes
 
     out = []
     for it in items:
@@ -645,7 +645,7 @@ def test_byte_limit_options_defaults_and_default_read_limit():
 def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
     from pyspark.sql.streaming.datasource import ReadMaxBytes
 
-    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [100, 100, 100, 5000, 100, 100]
@@ -676,7 +676,7 @@ def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
 
 
 def test_byte_limit_split_across_queues_and_with_read_max_rows():
-    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a", "b"])
     for i in range(50):
@@ -705,7 +705,7 @@ def test_byte_limit_split_across_queues_and_with_read_max_rows():
 
 
 def test_max_bytes_per_partition_splits_partitions():
-    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [1000] * 7 + [10000] + [1000] * 2
@@ -731,7 +731,7 @@ def test_unplanned_bytes_feed_the_read_limit():
     e = r.latestOffset(s, ReadMaxRows(2))
     extra = calls[0][2]
     # 8 drained, 2 planned (one per queue): the rest is unplanned
-    from spark_amqp.spark.source_buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
     assert extra() == 3 * (1000 + DECODED_OVERHEAD) + 3 * (500 + DECODED_OVERHEAD)
     r.latestOffset(e, ReadMaxRows(100))
     assert extra() == 0
@@ -755,7 +755,7 @@ def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
 def test_big_batch_partitions_are_served_by_reference_until_commit():
     # beyond maxInlineBytesPerTrigger (512 KiB) a batch's partitions carry a reference, not the frames: the
     # runner serves them until the batch is committed; a retried task fetches them again
-    from spark_amqp.spark.source_serve import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     bodies = [bytes([i]) * (200 * 1024) for i in range(8)]   # 1.6 MB: above the inline 512 KiB
@@ -786,7 +786,7 @@ def test_big_batch_partitions_are_served_by_reference_until_commit():
 def test_served_partition_fetch_failures_are_clear_errors():
     import dataclasses
 
-    from spark_amqp.spark.source_serve import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     for i in range(4):

@@ -8,9 +8,10 @@ import pickle
 
 import pytest
 
-from spark_amqp.spark.stream_offsets import StreamOffset, StreamRange, plan_ends, split_ranges
-from spark_amqp.spark.stream_options import is_stream_mode, parse_stream_options
-from spark_amqp.spark.stream_source import (AmqpStreamBatchReader, AmqpStreamSourceReader,
+from spark_amqp.spark.source.stream_offsets import (StreamOffset, StreamRange, plan_ends,
+                                                    split_ranges)
+from spark_amqp.spark.source.stream_options import is_stream_mode, parse_stream_options
+from spark_amqp.spark.source.stream_reader import (AmqpStreamBatchReader, AmqpStreamSourceReader,
                                             StreamRangePartition)
 
 from source_helpers import delete, publish
@@ -188,7 +189,7 @@ def filled_stream(broker_url, unique):
 
 
 def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, filled_stream):
-    from spark_amqp.spark.stream_probe import NotAStream, StreamMissing, StreamProbe
+    from spark_amqp.spark.source.stream_probe import NotAStream, StreamMissing, StreamProbe
 
     p = StreamProbe(broker_url)
     try:
@@ -205,7 +206,7 @@ def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, fille
 
 def test_probe_refuses_a_classic_queue(broker_url, unique):
     from source_helpers import declare
-    from spark_amqp.spark.stream_probe import NotAStream, StreamProbe
+    from spark_amqp.spark.source.stream_probe import NotAStream, StreamProbe
 
     q = unique("classic")
     declare(broker_url, q)
@@ -226,7 +227,7 @@ def test_probe_refuses_a_classic_queue(broker_url, unique):
 def test_read_range_matches_pika(broker_url, filled_stream, start, end):
     import pyarrow as pa
 
-    from spark_amqp.spark.stream_read import read_range
+    from spark_amqp.spark.source.stream_consumer import read_range
 
     o = parse_stream_options({"stream": filled_stream, "uri": broker_url, "prefetch": "50"})
     t = pa.Table.from_batches(list(read_range(o, filled_stream, start, end)))
@@ -237,7 +238,7 @@ def test_read_range_matches_pika(broker_url, filled_stream, start, end):
 
 
 def test_read_range_split_anywhere_loses_nothing(broker_url, filled_stream):
-    from spark_amqp.spark.stream_read import read_range
+    from spark_amqp.spark.source.stream_consumer import read_range
 
     o = parse_stream_options({"stream": filled_stream, "uri": broker_url})
     got = []
@@ -250,7 +251,7 @@ def test_read_range_split_anywhere_loses_nothing(broker_url, filled_stream):
 @pytest.fixture
 def truncated_stream(broker_url, unique):
     """A stream whose first offsets retention has removed (small segments, small max length)."""
-    from spark_amqp.spark.stream_probe import StreamProbe
+    from spark_amqp.spark.source.stream_probe import StreamProbe
 
     s = unique("st-retention")
     declare_stream(broker_url, s, {"x-max-length-bytes": 20_000,
@@ -271,7 +272,7 @@ def truncated_stream(broker_url, unique):
 
 
 def test_fail_on_data_loss(broker_url, truncated_stream):
-    from spark_amqp.spark.stream_read import LOST, DataLoss, read_range
+    from spark_amqp.spark.source.stream_consumer import LOST, DataLoss, read_range
 
     s, first, tail = truncated_stream
     o = parse_stream_options({"stream": s, "uri": broker_url})
@@ -322,7 +323,7 @@ def _murmur3_x86_32(data: bytes, seed: int) -> int:
 def test_super_stream_routing_matches_known_hashes():
     import mmh3
 
-    from spark_amqp.spark.super_stream import SEED, key_hash, partition_index, partition_name
+    from spark_amqp.spark.sink.super_stream import SEED, key_hash, partition_index, partition_name
 
     # published MurmurHash3 x86_32 vectors (SMHasher): mmh3 is that hash
     for data, seed, want in [(b"", 1, 0x514E28B7), (b"", 0xFFFFFFFF, 0x81F16F39),
@@ -349,7 +350,8 @@ def test_super_stream_routing_matches_known_hashes():
 
 
 def test_super_stream_source_finds_partitions(broker_url, unique):
-    from spark_amqp.spark.stream_probe import StreamMissing, StreamProbe, super_stream_partitions
+    from spark_amqp.spark.source.stream_probe import (StreamMissing, StreamProbe,
+                                                      super_stream_partitions)
 
     name = unique("super")
     for i in range(3):

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_options():
-    from spark_amqp.spark.sink_options import SinkOptionError, parse_sink_options
+    from spark_amqp.spark.sink.options import SinkOptionError, parse_sink_options
 
     assert parse_sink_options({"superstream": " inv "}).super_stream == "inv"
     with pytest.raises(SinkOptionError, match="remove the option exchange"):
@@ -22,7 +22,7 @@ def test_options():
 
 
 def test_super_stream_write_routes_by_hash_and_reads_back(spark, broker_url, unique, tmp_path):
-    from spark_amqp.spark.super_stream import partition_index
+    from spark_amqp.spark.sink.super_stream import partition_index
 
     name = unique("super")
     parts = [f"{name}-{i}" for i in range(3)]
@@ -61,8 +61,8 @@ KNOWN_HASHES = {"customer-1": 536801432, "customer-3": 1315620829, "customer-4":
 def test_partition_key_column_is_checked_at_plan_time():
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from spark_amqp.spark.sink_convert import SinkSchemaError, plan_columns
-    from spark_amqp.spark.sink_options import parse_sink_options
+    from spark_amqp.spark.sink.convert import SinkSchemaError, plan_columns
+    from spark_amqp.spark.sink.options import parse_sink_options
 
     def schema(t):
         return StructType([StructField("body", StringType()), StructField("partitionKey", t)])
@@ -79,8 +79,8 @@ def test_partition_key_replaces_the_routing_key_for_the_hash():
     import pyarrow as pa
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from spark_amqp.spark.sink_convert import batch_to_messages, plan_columns
-    from spark_amqp.spark.sink_options import parse_sink_options
+    from spark_amqp.spark.sink.convert import batch_to_messages, plan_columns
+    from spark_amqp.spark.sink.options import parse_sink_options
 
     schema = StructType([StructField(c, StringType())
                          for c in ("body", "routing_key", "partitionKey")])

@@ -9,8 +9,8 @@
    .save())
 ```
 
-Input columns: :mod:`spark_amqp.spark.sink_convert` (``body`` required; the source's column
-names; unknown columns rejected). Options: :mod:`spark_amqp.spark.sink_options`. Both are
+Input columns: :mod:`spark_amqp.spark.sink.convert` (``body`` required; the source's column
+names; unknown columns rejected). Options: :mod:`spark_amqp.spark.sink.options`. Both are
 validated in the writer constructors, which Spark runs on the driver at ``save()`` /
 ``start()``, so mistakes fail before any task runs.
 
@@ -18,7 +18,7 @@ Where things run (lessons §1.3): ``AmqpDataSource.writer()`` / ``streamWriter()
 writer on the driver; it is pickled to the executors, where :meth:`write` runs once per
 partition (per micro-batch) with an iterator of ``pyarrow.RecordBatch``; each task opens its
 own connection, publishes under publisher confirms with a bounded in-flight window and
-returns only after every message is confirmed (:mod:`spark_amqp.spark.sink_publish`).
+returns only after every message is confirmed (:mod:`spark_amqp.spark.sink.publish`).
 ``commit`` / ``abort`` run on the driver in a *fresh* process on a freshly built writer: they
 hold no channel and only aggregate the counts of the :class:`AmqpCommitMessage`\\s and log.
 
@@ -46,9 +46,9 @@ from typing import Iterator, List, Optional
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from .sink_convert import SinkDataError, SinkPlan, SinkSchemaError, batch_to_messages, plan_columns
-from .sink_options import SinkOptionError, SinkOptions, parse_sink_options
-from .sink_publish import AmqpSinkError, TaskPublisher
+from .convert import SinkDataError, SinkPlan, SinkSchemaError, batch_to_messages, plan_columns
+from .options import SinkOptionError, SinkOptions, parse_sink_options
+from .publish import AmqpSinkError, TaskPublisher
 
 __all__ = ["AmqpWriter", "AmqpStreamWriter", "AmqpCommitMessage", "AmqpSinkError",
            "SinkOptionError", "SinkSchemaError", "SinkDataError"]

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from .source_buffer import fair_split
+from .buffer import fair_split
 
 __all__ = ["StreamOffset", "StreamRange", "plan_ends", "split_ranges"]
 

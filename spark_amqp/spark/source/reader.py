@@ -49,10 +49,10 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .arrow import to_record_batches
 from .options import SourceOptions
-from .source_buffer import Session, fair_split
-from .source_frames import FramesPart, frames_chunks, frames_part, unpack
-from .source_serve import FramesRef, PartitionServer, fetch
-from .source_offsets import SourceOffset
+from .buffer import Session, fair_split
+from .frames import FramesPart, frames_chunks, frames_part, unpack
+from .partition_server import FramesRef, PartitionServer, fetch
+from .offsets import SourceOffset
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
     from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes,
@@ -65,7 +65,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
 
 __all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge"]
 
-log = logging.getLogger("spark_amqp.spark.source")
+log = logging.getLogger("spark_amqp.spark.source.reader")
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5
@@ -179,7 +179,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _make_consumer(self):
         if self._consumer_factory is not None:
             return self._consumer_factory(self.options)
-        from .source_consumer import DriverConsumer
+        from .consumer import DriverConsumer
 
         return DriverConsumer(self.options)
 
@@ -201,7 +201,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         now = time.monotonic()
         if self._ever_connected and now < self._next_attempt:
             return False
-        from .source_consumer import QueueMissing
+        from .consumer import QueueMissing
 
         consumer = self._make_consumer()
         try:

@@ -34,7 +34,7 @@ option                 default                     meaning
                                                    clients pick for its ``partitionKey``
                                                    column (where not null), else for its
                                                    routing key
-                                                   (:mod:`spark_amqp.spark.super_stream`),
+                                                   (:mod:`spark_amqp.spark.sink.super_stream`),
                                                    through the default exchange; exclusive with
                                                    ``exchange``
 ``cacertfile`` …       (none)                      TLS: ``cacertfile``, ``certfile``, ``keyfile``,
@@ -58,7 +58,8 @@ option                 default                     meaning
 Spark itself adds some keys to the options of a write (``path`` for ``save(path)``;
 ``checkpointLocation`` / ``queryName`` style keys for streams); those are accepted and ignored,
 as are the source-only options of the ``amqp`` data source (``SOURCE_ONLY_OPTIONS``, from
-:data:`spark_amqp.spark.options.KNOWN_OPTIONS`), so one options dict can serve both directions.
+:data:`spark_amqp.spark.source.options.KNOWN_OPTIONS`), so one options dict can serve both
+directions.
 ``uri``, TLS, ``heartbeat`` and ``connectionTimeout`` are parsed by
 :mod:`spark_amqp.spark.connection_options` (shared with the source).
 """
@@ -69,7 +70,7 @@ import logging
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
+from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
 
 __all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS",
@@ -104,7 +105,7 @@ SPARK_INTERNAL_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "quer
 
 def _source_only_options() -> frozenset:
     """Lower-cased option names of the ``amqp`` source that the sink does not use."""
-    from .options import KNOWN_OPTIONS
+    from ..source.options import KNOWN_OPTIONS
 
     return frozenset(KNOWN_OPTIONS) - frozenset(SINK_OPTIONS)
 

@@ -21,7 +21,7 @@ from .options import SourceOptions
 
 __all__ = ["DriverConsumer", "QueueMissing", "ConsumerCancelled"]
 
-log = logging.getLogger("spark_amqp.spark.source")
+log = logging.getLogger("spark_amqp.spark.source.reader")
 
 #: seconds a synchronous method (queue.declare, basic.qos, basic.consume, ...) may wait for its
 #: reply before the connection is dropped (``ConnectionLost``) and the reader reconnects with

@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
 
 __all__ = ["AmqpStreamSourceReader", "AmqpStreamBatchReader", "StreamRangePartition"]
 
-log = logging.getLogger("spark_amqp.spark.stream_source")
+log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
 #: seconds a probe waits for the first delivery before taking a stream as empty: short on a
 #: trigger (a miss only delays), longer where the answer is kept (start, AvailableNow, batch)
@@ -140,7 +140,7 @@ class _Planner:
 
 
 def _read(options: StreamOptions, partition: StreamRangePartition) -> Iterator:
-    from .stream_read import read_range
+    from .stream_consumer import read_range
 
     return read_range(options, partition.stream, partition.start, partition.end)
 

@@ -28,7 +28,7 @@ from .stream_options import StreamOptions
 
 __all__ = ["read_range", "DataLoss", "ReadTimeout", "LOST"]
 
-log = logging.getLogger("spark_amqp.spark.stream_source")
+log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
 #: offsets this process skipped because retention had removed them (failOnDataLoss=false)
 LOST = {"offsets": 0}

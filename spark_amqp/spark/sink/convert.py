@@ -24,7 +24,7 @@ partitionKey      string (only with ``superStream``)            the key that pic
 ================  ==========================================  ==================================
 
 ``partitionKey``: with ``superStream``, each row goes to the partition RabbitMQ's stream clients
-pick for this key (:mod:`spark_amqp.spark.super_stream`: MurmurHash3 x86 32-bit, seed 104729,
+pick for this key (:mod:`spark_amqp.spark.sink.super_stream`: MurmurHash3 x86 32-bit, seed 104729,
 modulo the partition count); a null value, or no such column, uses the row's ``routing_key``
 (``""`` if none). As the stream clients' routing-key extractor, it lets rows be partitioned by
 an entity id while ``routing_key`` keeps its own meaning. Without ``superStream`` the column
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Optional
 
-from . import schema as S
+from .. import schema as S
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
            "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "batch_to_messages"]
@@ -125,7 +125,7 @@ def plan_columns(schema, options) -> SinkPlan:
 
     Args:
         schema: the DataFrame's schema as Spark passes it to ``writer()``/``streamWriter()``.
-        options: :class:`~spark_amqp.spark.sink_options.SinkOptions`.
+        options: :class:`~spark_amqp.spark.sink.options.SinkOptions`.
 
     Raises:
         SinkSchemaError: no ``body`` column; a sink column of an unaccepted type (names the
@@ -276,7 +276,7 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
     """
     import pyarrow as pa
 
-    from ..protocol import BasicProperties
+    from ...protocol import BasicProperties
 
     n = batch.num_rows
     if n == 0:

@@ -23,7 +23,7 @@ from decimal import Decimal
 from operator import attrgetter
 from typing import Any, Iterator, Sequence
 
-from . import schema as S
+from .. import schema as S
 
 __all__ = ["PackedColumns", "Const", "BinaryBuffers", "pack_deliveries", "pack_columns", "to_record_batches",
            "render_header_value", "ARROW_BATCH_ROWS"]

@@ -13,7 +13,7 @@ Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Se
   :class:`AmqpSinkError` saying which and how many, so Spark fails and retries the task.
   Messages confirmed before the failure stay published: the sink is **at-least-once** (like
   Spark's Kafka sink), and a retried task republishes with the same deterministic
-  ``message_id`` (see :mod:`spark_amqp.spark.sink_options`).
+  ``message_id`` (see :mod:`spark_amqp.spark.sink.options`).
 - When the broker blocks the task's connection (``connection.blocked``: a memory or disk
   alarm, RabbitMQ docs "Blocked Connection Notifications") for longer than
   ``blockedTimeoutMs``, a watchdog aborts the connection and the task fails with an
@@ -71,7 +71,7 @@ class TaskPublisher:
     """Publishes one task's messages under confirms. Not thread-safe; one per task.
 
     Args:
-        options: :class:`~spark_amqp.spark.sink_options.SinkOptions`.
+        options: :class:`~spark_amqp.spark.sink.options.SinkOptions`.
         task: a short label for messages, e.g. ``"partition 3 of batch 7"``.
 
     Use :meth:`publish` for each converted Arrow batch, then :meth:`finish`, and always
@@ -110,7 +110,7 @@ class TaskPublisher:
         """
         if self._ch is not None:
             return
-        from ..client import connect
+        from ...client import connect
 
         o = self.options
         self._t0 = time.monotonic()
@@ -135,7 +135,7 @@ class TaskPublisher:
         """How many partition streams ``NAME-0, NAME-1, ...`` exist (passive declares until the
         first 404, each on its own channel since a 404 closes it). AmqpSinkError-worthy
         ``ValueError`` when ``NAME-0`` does not exist."""
-        from ..protocol.errors import NotFound
+        from ...protocol.errors import NotFound
 
         n = 0
         while True:
@@ -294,7 +294,7 @@ class TaskPublisher:
         """
         if self._ch is None:
             return self.stats
-        from ..client.errors import ConfirmTimeout, PublishNacked
+        from ...client.errors import ConfirmTimeout, PublishNacked
 
         try:
             result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)

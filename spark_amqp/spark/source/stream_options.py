@@ -50,7 +50,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
+from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
     parse_uri_option
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",

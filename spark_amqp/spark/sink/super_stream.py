@@ -20,7 +20,7 @@ SEED = 104729
 def key_hash(key: str | bytes) -> int:
     """MurmurHash3 x86 32-bit of ``key`` (str: its UTF-8 bytes), seed :data:`SEED`, as an
     unsigned int (0 .. 2**32 - 1)."""
-    from ..client.streams import murmur3_32
+    from ...client.streams import murmur3_32
 
     if isinstance(key, str):
         key = key.encode("utf-8")

@@ -39,7 +39,7 @@ from typing import Any
 __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
            "super_stream_partitions"]
 
-log = logging.getLogger("spark_amqp.spark.stream_source")
+log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
 #: basic.qos of a tail probe (see StreamProbe._burst)
 TAIL_PREFETCH = 256

@@ -87,7 +87,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
+from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
 
 __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from spark_amqp.protocol.raw_deliveries import RawDeliveries
 
-from .source_offsets import SourceOffset
+from .offsets import SourceOffset
 
 __all__ = ["QueueBuffer", "Session", "fair_split", "item_bytes", "DECODED_OVERHEAD"]
 
