@@ -9,8 +9,8 @@ Layers, each depending only on the ones before it:
    (the embedded asyncio broker).
 3. :mod:`spark_amqp.spark` - the ``amqp`` data source (``source/`` readers, ``sink/`` writers),
    and :mod:`spark_amqp.management` (the broker's management API).
-4. :mod:`spark_amqp.cli` - the ``spark-amqp`` command, :mod:`spark_amqp.jobs` and
-   :mod:`spark_amqp.bench`.
+4. :mod:`spark_amqp.cli` - the ``spark-amqp`` command; over it :mod:`spark_amqp.jobs` (they
+   use its flights code), and over both :mod:`spark_amqp.bench` (it runs the job).
 
 ``tests/test_layers.py`` checks this order and that no imports form a cycle.
 

@@ -33,6 +33,7 @@ from typing import Callable
 from .auth import MECHANISMS, TLS_CLIENT_CERT_MECHANISMS, authenticate_external, certificate_user
 from .config import BrokerConfig, ConfigError, TLSConfig, load_config
 from .connection import AMQPServerProtocol
+from .errors import BrokerError, PortInUseError
 from .exchange import Exchange
 from .exposure import exposure_warnings
 from .message import Message, route_enc
@@ -57,14 +58,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         else:
             return uvloop.new_event_loop()
     return asyncio.new_event_loop()
-
-
-class BrokerError(RuntimeError):
-    """The broker could not start (message says why and what to do)."""
-
-
-class PortInUseError(BrokerError, OSError):
-    """The TCP port is already taken by another process."""
 
 
 _TLS_HANDSHAKE_TIMEOUT = 5.0  # seconds; RabbitMQ's ssl_handshake_timeout default (5000 ms)

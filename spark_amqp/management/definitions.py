@@ -21,34 +21,15 @@ anything is imported.
 
 from __future__ import annotations
 
-import os
-
 from ..broker.config import ConfigError, Permission, User
-from ..broker.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+from ..broker.passwords import DEFAULT_HASHING_ALGORITHM
 from ..broker.exchange import Exchange
 from ..broker.vhost import VHost
 from ..protocol.errors import AMQPError
-from .http import ApiError, Ctx, parse_bool
-from .read_routes import RABBITMQ_COMPAT_VERSION
+from .http import ApiError, Ctx, NoContent, parse_bool
+from .views import RABBITMQ_COMPAT_VERSION, user_view
 
-__all__ = ["user_view", "export_definitions", "import_definitions", "DEFINITION_ROUTES"]
-
-_SALTS: dict[str, bytes] = {}
-
-
-def user_view(u: User) -> dict:
-    """A user as RabbitMQ's API and definitions show it: ``name``, ``password_hash``,
-    ``hashing_algorithm``, ``tags``, ``limits``. A configured hash is shown as configured; a
-    clear-text password as RabbitMQ's default SHA-256 form, with a salt drawn once per user
-    and password for the broker's lifetime (so repeated exports are equal)."""
-    if u.password_hash is not None:
-        h, algorithm = u.password_hash, u.hashing_algorithm
-    else:
-        salt = _SALTS.setdefault(f"{u.name}\0{u.password}", os.urandom(4))
-        h, algorithm = hash_password(u.password, DEFAULT_HASHING_ALGORITHM, salt), DEFAULT_HASHING_ALGORITHM
-    return {"name": u.name, "password_hash": h, "hashing_algorithm": algorithm, "tags": list(u.tags),
-            "limits": {}}
-
+__all__ = ["export_definitions", "import_definitions", "DEFINITION_ROUTES"]
 
 def _imported_user(u: dict) -> User:
     """The :class:`User` of a definitions entry; raises :class:`ApiError` 400 naming the user."""
@@ -128,7 +109,6 @@ def _tags(t) -> list[str]:
 
 def import_definitions(ctx: Ctx, vhost: str | None = None):
     """Apply an uploaded definitions file (see the module docstring); administrators only."""
-    from .write_routes import NoContent
 
     ctx.user.require_admin()
     d = ctx.body

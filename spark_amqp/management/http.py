@@ -14,8 +14,20 @@ from typing import Any, Mapping
 from ..protocol.errors import AccessRefused, AMQPError, NotFound
 from .auth import AuthError
 
-__all__ = ["ApiError", "Ctx", "NOT_FOUND", "amqp_to_api_error", "parse_bool", "parse_int",
-           "json_body"]
+__all__ = ["ApiError", "Created", "Ctx", "NoContent", "NOT_FOUND", "amqp_to_api_error", "parse_bool",
+           "parse_int", "json_body"]
+
+
+class Created:
+    """201, optionally with a Location header (a binding's properties key)."""
+
+    def __init__(self, location: str | None = None):
+        self.location = location
+
+
+class NoContent:
+    """204."""
+
 
 
 class ApiError(Exception):

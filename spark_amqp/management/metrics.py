@@ -38,7 +38,7 @@ class BrokerCollector:
 
     def collect(self):
         b = self.broker
-        from .read_routes import RABBITMQ_COMPAT_VERSION
+        from .views import RABBITMQ_COMPAT_VERSION
         info = InfoMetricFamily("rabbitmq_build", "RabbitMQ-compatible build info")
         info.add_metric([], {"rabbitmq_version": RABBITMQ_COMPAT_VERSION, "product_name": "spark-amqp",
                              "product_version": __import__("spark_amqp").__version__})

@@ -14,13 +14,10 @@ import time
 from .. import __version__ as _our_version  # type: ignore[attr-defined]
 from ..broker.exchange import EXCHANGE_TYPES, Exchange
 from .http import NOT_FOUND, Ctx
-from .views import (binding_views, channel_name, channel_view, connection_name, connection_view,
-                    consumer_view, exchange_view, node_name, queue_view)
+from .views import (RABBITMQ_COMPAT_VERSION, binding_views, channel_name, channel_view, connection_name,
+                    connection_view, consumer_view, exchange_view, node_name, queue_view, user_view)
 
-__all__ = ["GET_ROUTES", "RABBITMQ_COMPAT_VERSION"]
-
-#: the RabbitMQ release whose behaviour the broker and this API follow
-RABBITMQ_COMPAT_VERSION = "3.10.8"
+__all__ = ["GET_ROUTES"]
 
 _START = time.time()
 
@@ -156,14 +153,11 @@ def vhost(ctx: Ctx, vhost: str):
     return _vhost_view(ctx, ctx.vhost(vhost))
 
 
-def _user_view(u) -> dict:
-    from .definitions import user_view
-    return user_view(u)
 
 
 def users(ctx: Ctx):
     ctx.user.require_admin()
-    return [_user_view(u) for u in ctx.broker.config.users.values()]
+    return [user_view(u) for u in ctx.broker.config.users.values()]
 
 
 def user(ctx: Ctx, name: str):
@@ -171,7 +165,7 @@ def user(ctx: Ctx, name: str):
     u = ctx.broker.config.users.get(name)
     if u is None:
         raise NOT_FOUND()
-    return _user_view(u)
+    return user_view(u)
 
 
 def whoami(ctx: Ctx):

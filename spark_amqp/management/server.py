@@ -32,12 +32,12 @@ from prometheus_client import CollectorRegistry
 
 from .auth import AuthError, authenticate_header
 from .definitions import DEFINITION_ROUTES
-from .http import ApiError, Ctx, auth_error
+from .http import ApiError, Created, Ctx, NoContent, auth_error
 from .listing import ListError, apply_list_params, prune_columns
 from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
 from .rates import DEFAULT_INTERVAL, Sampler
 from .read_routes import GET_ROUTES
-from .write_routes import WRITE_ROUTES, Created, NoContent
+from .write_routes import WRITE_ROUTES
 
 __all__ = ["ManagementServer"]
 
@@ -121,7 +121,7 @@ class ManagementServer:
         return app
 
     async def start(self) -> int:
-        from ..broker.server import BrokerError, PortInUseError
+        from ..broker.errors import BrokerError, PortInUseError
 
         self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
         await self._runner.setup()

@@ -16,17 +16,23 @@ import base64
 import functools
 import hashlib
 import json
+import os
 import socket
 import weakref
 from typing import Any
 from urllib.parse import quote
 
+from ..broker.config import User
 from ..broker.exchange import Exchange
+from ..broker.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 from ..protocol.values import Typed
 
 __all__ = ["jsonable", "queue_view", "exchange_view", "binding_views", "connection_view",
            "channel_view", "consumer_view", "properties_key", "connection_name", "node_name",
-           "MESSAGE_STAT_KEYS"]
+           "user_view", "MESSAGE_STAT_KEYS", "RABBITMQ_COMPAT_VERSION"]
+
+#: the RabbitMQ release whose behaviour the broker and this API follow
+RABBITMQ_COMPAT_VERSION = "3.10.8"
 
 #: counters of a queue's message_stats and the Queue attributes they come from
 MESSAGE_STAT_KEYS = {"publish": "stat_publish", "deliver": "stat_deliver", "get": "stat_get",
@@ -296,3 +302,20 @@ def consumer_view(c) -> dict:
         "activity_status": ("up" if not q.single_active else
                             ("single_active" if q.consumers and q.consumers[0] is c else "waiting")),
     }
+
+
+_SALTS: dict[str, bytes] = {}
+
+
+def user_view(u: User) -> dict:
+    """A user as RabbitMQ's API and definitions show it: ``name``, ``password_hash``,
+    ``hashing_algorithm``, ``tags``, ``limits``. A configured hash is shown as configured; a
+    clear-text password as RabbitMQ's default SHA-256 form, with a salt drawn once per user
+    and password for the broker's lifetime (so repeated exports are equal)."""
+    if u.password_hash is not None:
+        h, algorithm = u.password_hash, u.hashing_algorithm
+    else:
+        salt = _SALTS.setdefault(f"{u.name}\0{u.password}", os.urandom(4))
+        h, algorithm = hash_password(u.password, DEFAULT_HASHING_ALGORITHM, salt), DEFAULT_HASHING_ALGORITHM
+    return {"name": u.name, "password_hash": h, "hashing_algorithm": algorithm, "tags": list(u.tags),
+            "limits": {}}

@@ -17,22 +17,12 @@ from typing import Any
 from ..broker.message import Message, route_enc
 from ..protocol.errors import AMQPError
 from ..protocol.properties import BasicProperties
-from .http import NOT_FOUND, ApiError, Ctx, amqp_to_api_error, parse_bool, parse_int
+from .http import (NOT_FOUND, ApiError, Created, Ctx, NoContent, amqp_to_api_error, parse_bool,
+                   parse_int)
 from .read_routes import _binding_ends, _find_conn
 from .views import binding_views, jsonable
 
-__all__ = ["WRITE_ROUTES", "Created", "NoContent"]
-
-
-class Created:
-    """201, optionally with a Location header (a binding's properties key)."""
-
-    def __init__(self, location: str | None = None):
-        self.location = location
-
-
-class NoContent:
-    """204."""
+__all__ = ["WRITE_ROUTES"]
 
 
 def _call(fn, *args):
