@@ -28,7 +28,7 @@ from .errors import (AMQPError, BodyTooLarge, ChannelErrorCode, CommandInvalid, 
 from .properties import (_DECODERS, SPEEDUPS, BasicProperties, decode_properties,
                          properties_decoder)
 from .raw_publish import PUBLISH_INDEX as _PUBLISH_INDEX
-from .raw_publish import RawPublish, scan_publish
+from .raw_publish import RawPublish, basic_header_at, scan_publish
 from .spec import METHODS, Basic, Method
 
 __all__ = [
@@ -127,7 +127,6 @@ _HEARTBEAT = Heartbeat()  # immutable: one shared instance
 #: (class id << 16) | method id of basic.deliver (60, 60)
 DELIVER_INDEX = (60 << 16) | 60
 _IDS = struct.Struct(">BHII").unpack_from           # frame header + method index
-_HEADER = struct.Struct(">BHIHHQ").unpack_from      # header frame: type..body size
 _FRAME = struct.Struct(">BHI").unpack_from          # type, channel, size
 _TAG = struct.Struct(">Q").unpack_from
 _ENDS = "I"  # array typecode of RawDeliveries.ends (message end offsets, < 4 GiB per run)
@@ -252,14 +251,10 @@ def _one(buf: bytes, p: int, n: int, channel: int, fmax8: int, max_body: int):
         i = _ascii_shortstr_end(buf, i, mend)
     if i != mend:
         return None
-    h = mend + 1
-    if n - h < 21:
+    r = basic_header_at(buf, mend + 1, n, channel, fmax8, max_body)
+    if r is None:
         return None
-    htype, hch, hsize, class_id, weight, body_size = _HEADER(buf, h)
-    hend = h + 7 + hsize
-    if (htype != 2 or hch != channel or hsize < 14 or hsize > fmax8 or class_id != 60 or weight
-            or body_size > max_body or hend >= n or buf[hend] != 206):
-        return None
+    hend, body_size = r
     q = hend + 1
     got = 0
     while got < body_size:

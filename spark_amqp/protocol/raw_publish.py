@@ -78,6 +78,22 @@ class RawPublish:
                 and self.body == other.body)
 
 
+def basic_header_at(buf: bytes, h: int, n: int, channel: int, fmax8: int,
+                    max_body: int) -> tuple[int, int] | None:
+    """``(offset of its frame-end octet, body size)`` of a complete, well-formed content
+    header frame of class basic (60) at ``buf[h:n]`` on ``channel``, or None: type 2, at least
+    14 bytes, at most ``fmax8``, weight 0, body size at most ``max_body`` (§4.2.6.1). Shared
+    by the raw scans (this module's and :func:`.frames.scan_deliveries`)."""
+    if n - h < 21:
+        return None
+    htype, hch, hsize, class_id, weight, body_size = _HEADER(buf, h)
+    hend = h + 7 + hsize
+    if (htype != 2 or hch != channel or hsize < 14 or hsize > fmax8 or class_id != 60 or weight
+            or body_size > max_body or hend >= n or buf[hend] != 206):
+        return None
+    return hend, body_size
+
+
 def scan_publish(buf: bytes, args: int, mend: int, n: int, channel: int, fmax8: int,
                  max_body: int) -> tuple[RawPublish, int] | None:
     """Cut one complete basic.publish on ``channel`` out of ``buf[:n]``.
@@ -99,13 +115,10 @@ def scan_publish(buf: bytes, args: int, mend: int, n: int, channel: int, fmax8: 
     if o3 + 1 != mend:
         return None
     h = mend + 1
-    if n - h < 21:
+    r = basic_header_at(buf, h, n, channel, fmax8, max_body)
+    if r is None:
         return None
-    htype, hch, hsize, class_id, weight, body_size = _HEADER(buf, h)
-    hend = h + 7 + hsize
-    if (htype != 2 or hch != channel or hsize < 14 or hsize > fmax8 or class_id != 60 or weight
-            or body_size > max_body or hend >= n or buf[hend] != 206):
-        return None
+    hend, body_size = r
     if body_size:
         q = hend + 1
         bend = q + 7 + body_size

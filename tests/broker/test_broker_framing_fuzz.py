@@ -17,10 +17,14 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocol"))
+from amqp_strategies import mutate, mutation  # noqa: E402  (tests/protocol's fuzz mutations)
 from spark_amqp.broker.config import BrokerConfig
 from spark_amqp.broker.connection import AMQPServerProtocol
 from spark_amqp.broker.server import Broker
@@ -181,36 +185,6 @@ corpus = st.one_of(
         encode_method(1, spec.Basic.Qos(0, 1, False))[:-1] + b"\x00",
     ]),
 )
-
-mutation = st.one_of(
-    st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(0, 7)),
-    st.tuples(st.just("truncate"), st.integers(0, 10**6)),
-    st.tuples(st.just("insert"), st.integers(0, 10**6), st.binary(min_size=1, max_size=8)),
-    st.tuples(st.just("delete"), st.integers(0, 10**6), st.integers(1, 8)),
-    st.tuples(st.just("length"), st.integers(0, 10**6),
-              st.sampled_from([0, 1, 255, 256, 65535, 2**31, 2**32 - 1]), st.sampled_from([1, 2, 4])),
-)
-
-
-def mutate(data: bytes, muts) -> bytes:
-    b = bytearray(data)
-    for m in muts:
-        if not b:
-            break
-        pos = m[1] % len(b)
-        if m[0] == "flip":
-            b[pos] ^= 1 << m[2]
-        elif m[0] == "truncate":
-            del b[pos:]
-        elif m[0] == "insert":
-            b[pos:pos] = m[2]
-        elif m[0] == "delete":
-            del b[pos:pos + m[2]]
-        else:
-            width = m[3]
-            b[pos:pos + width] = (m[2] % (1 << (8 * width))).to_bytes(width, "big")
-    return bytes(b)
-
 
 def check_same_reply(data: bytes, chunk: int) -> None:
     loop = asyncio.new_event_loop()
