@@ -63,6 +63,7 @@ from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, Inte
                                NotAllowed, PreconditionFailed, AccessRefused)
 from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
                                OversizedContent, ProtocolHeader, RawPublish)
+from ..protocol.connection import AMQPConnection, Role
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
 from .message import route_enc
@@ -123,6 +124,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.closed = False
         self.decoder: Decoder | None = None
         self._new_decoder()
+        #: the handshake and close rules (sans-IO, server role); see _on_connection_method
+        self.sm = AMQPConnection(Role.SERVER)
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -190,8 +193,16 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.broker.mark_conn(self)
 
     def send_method(self, channel: int, method) -> None:
-        payload = method.encode()
-        self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
+        if channel:
+            payload = method.encode()
+            self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
+        else:  # connection methods: the state machine checks and follows the handshake
+            try:
+                self.out += self.sm.send_method(0, method)
+            except AMQPError as exc:  # a bug here; the peer still gets the method
+                log.error("connection %s: sending %s: %s", self.peer, method.NAME, exc)
+                payload = method.encode()
+                self.out += _pack_frame(1, 0, len(payload)) + payload + b"\xce"
         if not self.dirty:
             self.mark_dirty()
 
@@ -357,13 +368,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         # RabbitMQ 3.10 answers 0-9 (AMQP 1 1 0 9) and 0-8 (AMQP 1 1 8 0 / 1 1 9 1) headers with a
         # connection.start of that version (checked on the real broker); the methods this broker
         # then accepts are 0-9-1's, which 0-8/0-9 clients use for everything common.
-        if raw == PROTOCOL_HEADER or raw == b"AMQP\x01\x01\x00\x09":
-            major, minor = 0, 9
-        elif raw in (b"AMQP\x01\x01\x08\x00", b"AMQP\x01\x01\x09\x01"):
-            major, minor = 8, 0
-        else:
+        header = self.sm.receive_header(ProtocolHeader(raw), accept_0_8=True)
+        if header.__class__ is not ProtocolHeader:  # ProtocolHeaderRejected
             self._bad_header(raw)
             return
+        major, minor = (8, 0) if header.version == "0-8" else (0, 9)
         self.state = "start-ok"
         from .. import __version__
         props = {
@@ -390,8 +399,14 @@ class AMQPServerProtocol(asyncio.Protocol):
         return authenticate(self.broker.config, mechanism, response)
 
     def _on_connection_method(self, method) -> None:
+        """A connection-class method on channel 0. The negotiation order and the close
+        handshake are :class:`~spark_amqp.protocol.connection.AMQPConnection`'s (server
+        role): a method out of order raises its 504 (RabbitMQ 3.10: "unexpected method in
+        connection state ..."), a frame to discard while closing returns False; this method
+        adds what is the broker's: authentication, its limits, vhosts and permissions."""
+        if not self.sm.receive_method(0, method):
+            return
         idx = method.INDEX
-        st = self.state
         if idx == spec.Connection.Close.INDEX:
             self.send_method(0, spec.Connection.CloseOk())
             self.flush()
@@ -399,13 +414,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.state = "closed"
             self._leave_socket_to_client()
             return
-        if idx == spec.Connection.CloseOk.INDEX and st in ("closing", "closed"):
+        if idx == spec.Connection.CloseOk.INDEX:
             self.state = "closed"
             self._close_transport()
             return
-        if st == "closing":
-            return
-        if st == "start-ok" and idx == spec.Connection.StartOk.INDEX:
+        if idx == spec.Connection.StartOk.INDEX:
             self.client_properties = method.client_properties or {}
             caps = self.client_properties.get("capabilities") or {}
             self.capabilities = caps if isinstance(caps, dict) else {}
@@ -431,24 +444,18 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
                                                      heartbeat=cfg.heartbeat))
             return
-        if st == "tune-ok" and idx == spec.Connection.TuneOk.INDEX:
-            cfg = self.broker.config
-            # 0 means "no limit" - above ours, so refused like any larger value (RabbitMQ 3.10)
+        if idx == spec.Connection.TuneOk.INDEX:
+            # the state machine refused values above our tune (0 = "no limit" is above any
+            # limit, RabbitMQ 3.10) or a frame_max below 4096 with 530 NOT_ALLOWED
             fm = method.frame_max or (1 << 32)
-            if fm < 4096:
-                raise NotAllowed(f"negotiated frame_max = {fm} is lower than the minimum allowed value (4096)", 10, 31)
-            if cfg.frame_max and fm > cfg.frame_max:
-                raise NotAllowed(f"negotiated frame_max = {fm} is greater than the maximum allowed value ({cfg.frame_max})", 10, 31)
             cm = method.channel_max or (1 << 16)
-            if cfg.channel_max and cm > cfg.channel_max:
-                raise NotAllowed(f"negotiated channel_max = {cm} is greater than the maximum allowed value ({cfg.channel_max})", 10, 31)
             self.frame_max = fm
             self.decoder.set_frame_max(fm)  # from the next frame on, even in this read
             self.channel_max = cm
             self.heartbeat = method.heartbeat
             self.state = "open"
             return
-        if st == "open" and idx == spec.Connection.Open.INDEX:
+        if idx == spec.Connection.Open.INDEX:
             vname = method.virtual_host
             v = self.broker.vhosts.get(vname)
             if v is None:
@@ -472,7 +479,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
-        if idx == spec.Connection.UpdateSecret.INDEX and st == "opened":
+        if idx == spec.Connection.UpdateSecret.INDEX:
             # RabbitMQ extension (token refresh). RabbitMQ's internal auth backend does not check
             # the new secret against the user's password: its update_state accepts it, the
             # reader answers update-secret-ok and the connection and its channels stay open
@@ -481,12 +488,9 @@ class AMQPServerProtocol(asyncio.Protocol):
                      method.reason)
             self.send_method(0, spec.Connection.UpdateSecretOk())
             return
-        if st == "opened":
-            # RabbitMQ 3.10: 504 "unexpected method in connection state running"
-            raise ChannelErrorCode(f"unexpected method in connection state running: {method.NAME}",
-                                   method.CLASS_ID, method.METHOD_ID)
-        raise CommandInvalid(f"expected {_EXPECT.get(st, 'a connection method')}, got {method.NAME}",
-                             method.CLASS_ID, method.METHOD_ID)
+        # the state machine lets nothing else through (update-secret-ok, secure-ok: 504 there)
+        raise ChannelErrorCode(f"unexpected method in connection state {self.state}: {method.NAME}",
+                               method.CLASS_ID, method.METHOD_ID)
 
     # ================================================================== dispatch
     def _on_method(self, chan: int, method) -> None:
@@ -502,7 +506,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         if self.state == "closing":
             return
-        if self.state != "opened":
+        if self.state != "opened":  # the state machine's 504 ("channels ... after open-ok")
+            self.sm.receive_method(chan, method)
             raise CommandInvalid(f"{method.NAME} before the connection was opened", cid, method.METHOD_ID)
         if cid == _CONN_CLASS:
             raise CommandInvalid(f"{method.NAME} on channel {chan}; connection methods use channel 0",
@@ -698,7 +703,6 @@ class _Stopped(Exception):
     dispatched: the rest of the read is not parsed."""
 
 
-_EXPECT = {"start-ok": "connection.start-ok", "tune-ok": "connection.tune-ok", "open": "connection.open"}
 
 
 def _text(exc: AMQPError) -> str:
