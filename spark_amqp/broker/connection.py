@@ -13,8 +13,9 @@ are appended to the ``out`` bytearray and written once per event-loop tick.
 
 Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10 behaviour):
 
-- protocol header: anything but ``AMQP 0 0 9 1`` (or ``AMQP 1 1 0 9``) is answered with
-  ``AMQP 0 0 9 1`` and the socket is closed;
+- protocol header: 0-9-1, and the 0-9 / 0-8 headers (answered with a connection.start of that
+  version, as RabbitMQ 3.10); anything else is answered with ``AMQP 0 0 9 1`` and the socket
+  is closed;
 - start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered, bad credentials or a
   ``loopback_users`` user on a non-loopback address close the socket, or send 403
   ACCESS_REFUSED to clients with the authentication_failure_close capability; the reason is
@@ -25,6 +26,8 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   ``handshake_timeout`` (10 s) or the socket is dropped;
 - a message above ``max_message_size`` is read and dropped, then its channel is closed with
   406 PRECONDITION_FAILED (RabbitMQ 3.10 ``rabbit_channel:check_msg_size``);
+- a connection method out of order: 504 CHANNEL_ERROR (the state machine's rule; RabbitMQ
+  3.10 replies so once open and drops the socket silently before);
 - errors: channel errors (403/404/405/406, ...) send channel.close and ignore the channel
   until close-ok; connection errors (501 frame, 502 syntax, 503 command invalid, 504
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
@@ -37,17 +40,12 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   (no confirms, no tx) pauses reading for 1 ms, so a client that writes one publish per
   ``send`` (pika) is read in batches instead of one event-loop iteration per message.
 
-The handshake (protocol header, start/start-ok, tune/tune-ok, open, close) is still this
-handler's own (:meth:`_on_connection_method`), not the sans-IO
-:class:`spark_amqp.protocol.connection.AMQPConnection` (server role). Measured 2026-11-25 on 11
-handshake violations: both agree on 5 (504 out of state once open, 530 tune-ok limits); the
-broker now also answers a client's connection.blocked/unblocked with 504 as RabbitMQ 3.10.8
-does (it ignored them); it still answers out-of-order methods *before* open with 503 where the
-state machine says 504 (RabbitMQ drops the socket silently there). Driving the handshake with
-the state machine costs nothing per frame if only channel-0 methods go through it (the state
-machine validating every frame: 335k vs 607k publish frames/s), but it needs those pre-open
-replies settled and the broker's ``state`` strings (heartbeats, ``max_connections``) derived
-from it; not done yet.
+The handshake and close rules (protocol header, start/start-ok, tune/tune-ok, open, close and
+close-ok, which connection methods may come when) are the sans-IO
+:class:`spark_amqp.protocol.connection.AMQPConnection`'s in the server role (``self.sm``):
+channel-0 methods are validated by it and channel-0 replies sent through it; only channel-0
+methods reach it, so it costs nothing per publish or ack. This handler adds what is the
+broker's: authentication, its configured limits, vhosts and permissions, timers.
 """
 
 from __future__ import annotations
