@@ -1,7 +1,6 @@
-"""spark_amqp.broker: an embedded AMQP 0-9-1 broker with RabbitMQ semantics (asyncio).
-
-``from spark_amqp.broker import EmbeddedBroker`` (or ``from spark_amqp import EmbeddedBroker``);
-``serve()`` is the blocking entry point of ``spark-amqp broker``.
+"""An embedded AMQP 0-9-1 broker with RabbitMQ semantics on asyncio (``EmbeddedBroker``; ``serve()`` runs ``spark-amqp broker``).
+May import: spark_amqp.protocol (its only framing and codec), the standard library, and spark_amqp.management lazily when enabled.
+Imported by: spark_amqp (``EmbeddedBroker``), spark_amqp.management, the CLI, the benchmarks and the tests.
 """
 
 import logging as _logging

@@ -1,16 +1,21 @@
 """The per-connection protocol handler: handshake, frame parsing, dispatch, heartbeats, close.
 
-An :class:`asyncio.Protocol`. Bytes are split into frames here with the layouts of
-:mod:`spark_amqp.protocol.frames` (0-9-1 spec §4.2.3) and methods decoded with
-:data:`spark_amqp.protocol.spec.METHODS`; ``basic.publish`` and its content header are parsed
-in place (exchange, routing key and the *raw* properties - decoded later only if needed), so
-the publish → route → enqueue → deliver path allocates little. Replies and deliveries are
-appended to the ``out`` bytearray and written once per event-loop tick.
+An :class:`asyncio.Protocol`. Bytes are split into frames by the codec's
+:class:`spark_amqp.protocol.frames.Decoder` (0-9-1 spec §4.2.3; the same code, limits and
+reply codes as the client's), in its server configuration: ``raw_content`` (a complete
+``basic.publish`` comes out as one :class:`~spark_amqp.protocol.raw_publish.RawPublish` with
+the exchange, routing key and the *raw* properties - decoded later only if needed - so the
+publish → route → enqueue → deliver path allocates little), ``drop_oversized`` (bodies above
+``max_message_size``) and ``on_content`` (503/504 for content a client may not send). Each
+event is handled as the decoder reaches it (``feed(data, emit)``), so a tune-ok's frame-max or
+a channel.open applies to the frames right after it in the same read. Replies and deliveries
+are appended to the ``out`` bytearray and written once per event-loop tick.
 
 Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10 behaviour):
 
-- protocol header: anything but ``AMQP 0 0 9 1`` (or ``AMQP 1 1 0 9``) is answered with
-  ``AMQP 0 0 9 1`` and the socket is closed;
+- protocol header: 0-9-1, and the 0-9 / 0-8 headers (answered with a connection.start of that
+  version, as RabbitMQ 3.10); anything else is answered with ``AMQP 0 0 9 1`` and the socket
+  is closed;
 - start / start-ok (PLAIN, AMQPLAIN; a mechanism not offered, bad credentials or a
   ``loopback_users`` user on a non-loopback address close the socket, or send 403
   ACCESS_REFUSED to clients with the authentication_failure_close capability; the reason is
@@ -21,6 +26,8 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   ``handshake_timeout`` (10 s) or the socket is dropped;
 - a message above ``max_message_size`` is read and dropped, then its channel is closed with
   406 PRECONDITION_FAILED (RabbitMQ 3.10 ``rabbit_channel:check_msg_size``);
+- a connection method out of order: 504 CHANNEL_ERROR (the state machine's rule; RabbitMQ
+  3.10 replies so once open and drops the socket silently before);
 - errors: channel errors (403/404/405/406, ...) send channel.close and ignore the channel
   until close-ok; connection errors (501 frame, 502 syntax, 503 command invalid, 504
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
@@ -33,12 +40,12 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   (no confirms, no tx) pauses reading for 1 ms, so a client that writes one publish per
   ``send`` (pika) is read in batches instead of one event-loop iteration per message.
 
-The sans-IO state machine :class:`spark_amqp.protocol.connection.AMQPConnection` (server role)
-validates the same rules, but decodes every content header into ``BasicProperties`` and
-builds an event object per frame; this handler keeps the hot path allocation-light and is
-checked against RabbitMQ by the conformance suite (``tests/broker/conformance``). Swapping the
-handshake onto the state machine is possible: only :meth:`_on_connection_method` and the
-header handling would change.
+The handshake and close rules (protocol header, start/start-ok, tune/tune-ok, open, close and
+close-ok, which connection methods may come when) are the sans-IO
+:class:`spark_amqp.protocol.connection.AMQPConnection`'s in the server role (``self.sm``):
+channel-0 methods are validated by it and channel-0 replies sent through it; only channel-0
+methods reach it, so it costs nothing per publish or ack. This handler adds what is the
+broker's: authentication, its configured limits, vhosts and permissions, timers.
 """
 
 from __future__ import annotations
@@ -50,22 +57,20 @@ import time
 from typing import Any
 
 from ..protocol import spec
-from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, FrameError,
-                               InternalError, NotAllowed, PreconditionFailed, UnexpectedFrame,
-                               AccessRefused)
-from ..protocol.frames import HEARTBEAT_FRAME, PROTOCOL_HEADER
+from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, InternalError,
+                               NotAllowed, PreconditionFailed, AccessRefused)
+from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
+                               OversizedContent, ProtocolHeader, RawPublish)
+from ..protocol.connection import AMQPConnection, Role
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
+from .message import route_enc
 
 __all__ = ["AMQPServerProtocol"]
 
 log = logging.getLogger("spark_amqp.broker")
 
-_FRAME = struct.Struct(">BHI")
-_unpack_frame = _FRAME.unpack_from
-_unpack_u32 = struct.Struct(">I").unpack_from
-_unpack_hdr = struct.Struct(">HHQ").unpack_from
-_pack_frame = _FRAME.pack
+_pack_frame = struct.Struct(">BHI").pack
 _PUBLISH = spec.Basic.Publish.INDEX
 METHODS = spec.METHODS
 _CONN_CLASS = 10
@@ -89,7 +94,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.transport = None
         self.peer = "?"
         self.state = "header"
-        self.buf = b""
+        self._head = b""  # the protocol header's first bytes, while it is incomplete
         self.out = bytearray()
         self.dirty = False
         self.writable = True
@@ -97,7 +102,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.blocked_by_alarm = False
         self.channels: dict[int, Channel] = {}
         self.confirm_channels: set[Channel] = set()
-        self.content: dict[int, list] = {}
         cfg = broker.config
         self.frame_max = cfg.frame_max or 131072
         self.channel_max = cfg.channel_max or 65535
@@ -116,6 +120,10 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._hb_timer = None
         self._close_timer = None
         self.closed = False
+        self.decoder: Decoder | None = None
+        self._new_decoder()
+        #: the handshake and close rules (sans-IO, server role); see _on_connection_method
+        self.sm = AMQPConnection(Role.SERVER)
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -183,8 +191,16 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.broker.mark_conn(self)
 
     def send_method(self, channel: int, method) -> None:
-        payload = method.encode()
-        self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
+        if channel:
+            payload = method.encode()
+            self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
+        else:  # connection methods: the state machine checks and follows the handshake
+            try:
+                self.out += self.sm.send_method(0, method)
+            except AMQPError as exc:  # a bug here; the peer still gets the method
+                log.error("connection %s: sending %s: %s", self.peer, method.NAME, exc)
+                payload = method.encode()
+                self.out += _pack_frame(1, 0, len(payload)) + payload + b"\xce"
         if not self.dirty:
             self.mark_dirty()
 
@@ -222,21 +238,25 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _received(self, data: bytes) -> None:
         self.only_publishes = True
-        buf = self.buf + data if self.buf else data
+        if self.state == "header":
+            # refuse at once what cannot become "AMQP", before all 8 header bytes are in
+            head = self._head = (self._head + bytes(data[:8]))[:8]
+            if head[:4] != b"AMQP"[:min(len(head), 4)]:
+                self._bad_header(head)
+                return
         try:
-            pos = self._parse(buf)
+            self.decoder.feed(data, self._on_event, self._on_method)
         except AMQPError as exc:
-            self.buf = b""
             self.connection_error(exc)
+            self._new_decoder()  # the stream cannot be resynchronised: start afresh
+            return
+        except _Stopped:  # the connection closed while its frames were dispatched
             return
         except Exception as exc:  # a bug: never take the broker down for one connection
             log.exception("internal error on connection %s", self.peer)
-            self.buf = b""
             self.connection_error(InternalError(f"internal error: {type(exc).__name__}: {exc}"))
+            self._new_decoder()
             return
-        self.buf = buf[pos:] if pos < len(buf) else b""
-        if len(self.buf) > self.frame_max + 4096 and self.state != "header":
-            self.connection_error(FrameError("frame too large"))
         if self.published and self.broker.blocked and not self.blocked_by_alarm:
             self.block()
         elif self.only_publishes and len(data) < _COALESCE_BELOW and self.published and not self.reading_paused:
@@ -252,175 +272,67 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.writable and not self.blocked_by_alarm:
             self._resume_reading()
 
-    def _parse(self, buf: bytes) -> int:
-        n = len(buf)
-        pos = 0
-        if self.state == "header":
-            if n < 8:
-                if buf[:min(n, 4)] != b"AMQP"[:min(n, 4)]:
-                    self._bad_header(buf)
-                    return n
-                return 0
-            self._on_header(buf[:8])
-            pos = 8
-            if self.closed:
-                return n
-        frame_max = self._frame_limit()
-        channels = self.channels
-        content = self.content
-        max_size = self.broker.config.max_message_size
-        while n - pos >= 7:
-            ftype, chan, size = _unpack_frame(buf, pos)
-            if size + 8 > frame_max:
-                raise FrameError(f"frame of {size + 8} bytes on channel {chan} exceeds frame-max {frame_max}")
-            end = pos + 7 + size
-            if end >= n:
-                break
-            if buf[end] != 0xCE:
-                raise FrameError(f"frame-end octet is 0x{buf[end]:02x}, expected 0xce")
-            start = pos + 7
-            pos = end + 1
-            if ftype == 1:
-                if size < 4:
-                    raise FrameError(f"method frame of {size} bytes is too short")
-                if chan in content:
-                    raise UnexpectedFrame(f"method frame on channel {chan} while a content message was incomplete", 60, 40)
-                idx = _unpack_u32(buf, start)[0]
-                if idx == _PUBLISH and chan in channels:
-                    # basic.publish: reserved-1 short, exchange shortstr, routing-key shortstr, bits
-                    o = start + 6
-                    if o >= end:
-                        raise FrameError("truncated basic.publish")
-                    o2 = o + 1 + buf[o]
-                    if o2 >= end:
-                        raise FrameError("truncated basic.publish")
-                    o3 = o2 + 1 + buf[o2]
-                    if o3 >= end:
-                        raise FrameError("truncated basic.publish")
-                    try:
-                        exchange = buf[o + 1:o2].decode("utf-8")
-                        rk = buf[o2 + 1:o3].decode("utf-8")
-                    except UnicodeDecodeError:
-                        from ..protocol.errors import AMQPSyntaxError
-                        raise AMQPSyntaxError("invalid UTF-8 in basic.publish", 60, 40) from None
-                    bits = buf[o3]
-                    # fast path: header and (single) body frame already in the buffer
-                    if n - pos >= 22:
-                        t2, c2, s2 = _unpack_frame(buf, pos)
-                        e2 = pos + 7 + s2
-                        if t2 == 2 and c2 == chan and e2 < n and s2 >= 14 and s2 + 8 <= frame_max and buf[e2] == 0xCE:
-                            cls_id, weight, bsize = _unpack_hdr(buf, pos + 7)
-                            if cls_id == 60 and bsize <= max_size:
-                                if bsize == 0:
-                                    body = b""
-                                    npos = e2 + 1
-                                else:
-                                    p3 = e2 + 1
-                                    if n - p3 >= 7:
-                                        t3, c3, s3 = _unpack_frame(buf, p3)
-                                        e3 = p3 + 7 + bsize
-                                        if (t3 == 3 and c3 == chan and s3 == bsize and e3 < n and buf[e3] == 0xCE
-                                                and s3 + 8 <= frame_max):
-                                            body = buf[p3 + 7:e3]
-                                            npos = e3 + 1
-                                        else:
-                                            npos = 0
-                                    else:
-                                        npos = 0
-                                if npos:
-                                    props_raw = buf[pos + 19:e2]
-                                    pos = npos
-                                    ch = channels[chan]
-                                    if not ch.closing:
-                                        try:
-                                            ch.on_publish(exchange, rk, bits & 1, bits & 2, buf[o:o3], props_raw, body)
-                                        except AMQPError as exc:
-                                            if exc.connection_level:
-                                                raise
-                                            self.channel_error(ch, exc)
-                                    continue
-                    content[chan] = [exchange, rk, bits & 1, bits & 2, buf[o:o3], None, -1, [], 0]
-                    continue
-                cls = METHODS.get(idx)
-                if cls is None:
-                    raise CommandInvalid(f"unknown method: class {idx >> 16}, method {idx & 0xFFFF}",
-                                         idx >> 16, idx & 0xFFFF)
-                try:
-                    method = cls.decode(buf, start + 4, end)
-                except AMQPError as exc:
-                    if not exc.class_id:
-                        exc.class_id, exc.method_id = cls.CLASS_ID, cls.METHOD_ID
-                    if exc.reply_code == 502 and "truncat" in exc.reply_text:
-                        raise FrameError(f"cannot decode {cls.NAME}: {exc.reply_text}", cls.CLASS_ID, cls.METHOD_ID) from None
-                    raise
-                if cls.has_content:
-                    if idx != _PUBLISH:
-                        raise CommandInvalid(f"{cls.NAME} may not be sent by a client", cls.CLASS_ID, cls.METHOD_ID)
-                    if chan == 0:
-                        raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
-                    raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
-                self.only_publishes = False
-                self._on_method(chan, method)
-                if self.closed:
-                    return n
-                if chan == 0:  # tune-ok raises the frame limit from the initial 4096
-                    frame_max = self._frame_limit()
-            elif ftype == 3:
-                c = content.get(chan)
-                if c is None:
-                    raise UnexpectedFrame(f"content body frame on channel {chan} without a content header")
-                if c[6] < 0:
-                    raise UnexpectedFrame(f"content body frame on channel {chan} instead of the content header", 60, 40)
-                if size:
-                    if c[7] is not None:
-                        c[7].append(buf[start:end])
-                    c[8] += size
-                if c[8] >= c[6]:
-                    if c[8] > c[6]:
-                        raise UnexpectedFrame(f"content body on channel {chan} is longer than announced", 60, 40)
-                    del content[chan]
-                    parts = c[7]
-                    if parts is None:
-                        self._too_large(chan, c[6])
-                    else:
-                        self._publish(chan, c, parts[0] if len(parts) == 1 else b"".join(parts))
-            elif ftype == 2:
-                c = content.get(chan)
-                if c is None or c[6] >= 0:
-                    raise UnexpectedFrame(f"content header frame on channel {chan} without basic.publish before it")
-                if size < 14:
-                    raise FrameError(f"content header frame of {size} bytes is too short")
-                class_id, weight, body_size = _unpack_hdr(buf, start)
-                if class_id != 60:
-                    raise UnexpectedFrame(f"content header of class {class_id} after basic.publish", 60, 40)
-                c[5] = buf[start + 12:end]
-                if body_size > self.broker.config.max_message_size:
-                    # RabbitMQ reads the whole message, then closes the channel with 406; the
-                    # body frames are counted and dropped here, never held
-                    c[6] = body_size
-                    c[7] = None
-                    continue
-                if body_size == 0:
-                    del content[chan]
-                    self._publish(chan, c, b"")
-                else:
-                    c[6] = body_size
-            elif ftype == 8:
-                if chan != 0:
-                    raise UnexpectedFrame(f"heartbeat frame on channel {chan}; heartbeats must use channel 0")
-                if size:
-                    raise FrameError(f"heartbeat frame with a {size}-byte payload; heartbeats are empty")
-            else:
-                raise FrameError(f"unknown frame type {ftype}")
-        return pos
+    def _new_decoder(self) -> None:
+        """A decoder for what follows (the first one, or after a framing error: the bytes
+        after a connection.close are parsed from a frame boundary, as RabbitMQ does)."""
+        header = self.decoder is None
+        # before tune-ok, frames carry at most RabbitMQ's initial_frame_max (4096-byte
+        # payload), which also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket
+        # for a larger one); then the negotiated frame-max
+        fm = _INITIAL_FRAME_MAX + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
+        self.decoder = Decoder(frame_max=fm, expect_protocol_header=header,
+                               max_body_size=self.broker.config.max_message_size,
+                               raw_content=True, drop_oversized=True,
+                               on_content=self._on_content_method)
 
-    def _frame_limit(self) -> int:
-        """Largest frame (payload + 8 bytes framing) accepted now: the negotiated frame_max once
-        tune-ok is in; before that RabbitMQ's ``initial_frame_max``, a 4096-byte payload, which
-        also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket for a larger one)."""
-        if self.state in ("header", "start-ok", "tune-ok"):
-            return _INITIAL_FRAME_MAX + 8
-        return self.frame_max
+    def _on_event(self, ev) -> None:
+        """Act on one decoded event (``Decoder.feed``'s ``emit``: called frame by frame, so
+        that a method takes effect before the frames after it are checked)."""
+        t = ev.__class__
+        if t is RawPublish:  # the hot path: a whole publish, properties raw
+            ch = self.channels.get(ev.channel)
+            if ch is None:
+                self._on_content_method(ev.channel, spec.Basic.Publish)
+            elif not ch.closing:
+                try:
+                    ch.on_publish(ev.exchange, ev.routing_key, ev.mandatory, ev.immediate,
+                                  ev.enc, ev.properties, ev.body)
+                except AMQPError as exc:
+                    if exc.connection_level:
+                        raise
+                    self.channel_error(ch, exc)
+            return
+        if t is ContentMessage:  # a publish in several pieces (the general path)
+            m = ev.method
+            ch = self.channels.get(ev.channel)
+            if ch is None or ch.closing:
+                return
+            try:
+                ch.on_publish(m.exchange, m.routing_key, m.mandatory, m.immediate,
+                              route_enc(m.exchange, m.routing_key), ev.properties, ev.body)
+            except AMQPError as exc:
+                if exc.connection_level:
+                    raise
+                self.channel_error(ch, exc)
+            return
+        if t is OversizedContent:
+            self._too_large(ev.channel, ev.body_size)
+            return
+        if t is ProtocolHeader:
+            self._on_header(ev.raw)
+            if self.closed:
+                raise _Stopped
+        # Heartbeat: nothing to do (last_recv is set for every read)
+
+    def _on_content_method(self, chan: int, method) -> None:
+        """``Decoder(on_content=...)``: a content method starts (not complete in the read).
+        Clients may only send basic.publish, on an open channel (RabbitMQ 3.10 replies)."""
+        if method.INDEX != _PUBLISH:
+            raise CommandInvalid(f"{method.NAME} may not be sent by a client", method.CLASS_ID, method.METHOD_ID)
+        if chan == 0:
+            raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
+        if chan not in self.channels:
+            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
 
     def _too_large(self, chan: int, size: int) -> None:
         """A message above ``max_message_size`` was read (and dropped): 406 on its channel, as
@@ -454,13 +366,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         # RabbitMQ 3.10 answers 0-9 (AMQP 1 1 0 9) and 0-8 (AMQP 1 1 8 0 / 1 1 9 1) headers with a
         # connection.start of that version (checked on the real broker); the methods this broker
         # then accepts are 0-9-1's, which 0-8/0-9 clients use for everything common.
-        if raw == PROTOCOL_HEADER or raw == b"AMQP\x01\x01\x00\x09":
-            major, minor = 0, 9
-        elif raw in (b"AMQP\x01\x01\x08\x00", b"AMQP\x01\x01\x09\x01"):
-            major, minor = 8, 0
-        else:
+        header = self.sm.receive_header(ProtocolHeader(raw), accept_0_8=True)
+        if header.__class__ is not ProtocolHeader:  # ProtocolHeaderRejected
             self._bad_header(raw)
             return
+        major, minor = (8, 0) if header.version == "0-8" else (0, 9)
         self.state = "start-ok"
         from .. import __version__
         props = {
@@ -487,8 +397,14 @@ class AMQPServerProtocol(asyncio.Protocol):
         return authenticate(self.broker.config, mechanism, response)
 
     def _on_connection_method(self, method) -> None:
+        """A connection-class method on channel 0. The negotiation order and the close
+        handshake are :class:`~spark_amqp.protocol.connection.AMQPConnection`'s (server
+        role): a method out of order raises its 504 (RabbitMQ 3.10: "unexpected method in
+        connection state ..."), a frame to discard while closing returns False; this method
+        adds what is the broker's: authentication, its limits, vhosts and permissions."""
+        if not self.sm.receive_method(0, method):
+            return
         idx = method.INDEX
-        st = self.state
         if idx == spec.Connection.Close.INDEX:
             self.send_method(0, spec.Connection.CloseOk())
             self.flush()
@@ -496,13 +412,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.state = "closed"
             self._leave_socket_to_client()
             return
-        if idx == spec.Connection.CloseOk.INDEX and st in ("closing", "closed"):
+        if idx == spec.Connection.CloseOk.INDEX:
             self.state = "closed"
             self._close_transport()
             return
-        if st == "closing":
-            return
-        if st == "start-ok" and idx == spec.Connection.StartOk.INDEX:
+        if idx == spec.Connection.StartOk.INDEX:
             self.client_properties = method.client_properties or {}
             caps = self.client_properties.get("capabilities") or {}
             self.capabilities = caps if isinstance(caps, dict) else {}
@@ -528,23 +442,18 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
                                                      heartbeat=cfg.heartbeat))
             return
-        if st == "tune-ok" and idx == spec.Connection.TuneOk.INDEX:
-            cfg = self.broker.config
-            # 0 means "no limit" - above ours, so refused like any larger value (RabbitMQ 3.10)
+        if idx == spec.Connection.TuneOk.INDEX:
+            # the state machine refused values above our tune (0 = "no limit" is above any
+            # limit, RabbitMQ 3.10) or a frame_max below 4096 with 530 NOT_ALLOWED
             fm = method.frame_max or (1 << 32)
-            if fm < 4096:
-                raise NotAllowed(f"negotiated frame_max = {fm} is lower than the minimum allowed value (4096)", 10, 31)
-            if cfg.frame_max and fm > cfg.frame_max:
-                raise NotAllowed(f"negotiated frame_max = {fm} is greater than the maximum allowed value ({cfg.frame_max})", 10, 31)
             cm = method.channel_max or (1 << 16)
-            if cfg.channel_max and cm > cfg.channel_max:
-                raise NotAllowed(f"negotiated channel_max = {cm} is greater than the maximum allowed value ({cfg.channel_max})", 10, 31)
             self.frame_max = fm
+            self.decoder.set_frame_max(fm)  # from the next frame on, even in this read
             self.channel_max = cm
             self.heartbeat = method.heartbeat
             self.state = "open"
             return
-        if st == "open" and idx == spec.Connection.Open.INDEX:
+        if idx == spec.Connection.Open.INDEX:
             vname = method.virtual_host
             v = self.broker.vhosts.get(vname)
             if v is None:
@@ -568,7 +477,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
-        if idx == spec.Connection.UpdateSecret.INDEX and st == "opened":
+        if idx == spec.Connection.UpdateSecret.INDEX:
             # RabbitMQ extension (token refresh). RabbitMQ's internal auth backend does not check
             # the new secret against the user's password: its update_state accepts it, the
             # reader answers update-secret-ok and the connection and its channels stay open
@@ -577,26 +486,26 @@ class AMQPServerProtocol(asyncio.Protocol):
                      method.reason)
             self.send_method(0, spec.Connection.UpdateSecretOk())
             return
-        if idx == spec.Connection.Blocked.INDEX or idx == spec.Connection.Unblocked.INDEX:
-            return  # clients may send these (RabbitMQ ignores them)
-        if st == "opened":
-            # RabbitMQ 3.10: 504 "unexpected method in connection state running"
-            raise ChannelErrorCode(f"unexpected method in connection state running: {method.NAME}",
-                                   method.CLASS_ID, method.METHOD_ID)
-        raise CommandInvalid(f"expected {_EXPECT.get(st, 'a connection method')}, got {method.NAME}",
-                             method.CLASS_ID, method.METHOD_ID)
+        # the state machine lets nothing else through (update-secret-ok, secure-ok: 504 there)
+        raise ChannelErrorCode(f"unexpected method in connection state {self.state}: {method.NAME}",
+                               method.CLASS_ID, method.METHOD_ID)
 
     # ================================================================== dispatch
     def _on_method(self, chan: int, method) -> None:
+        """A method without content (``Decoder.feed``'s ``emit_method``, frame by frame)."""
+        self.only_publishes = False
         cid = method.CLASS_ID
         if chan == 0:
             if cid != _CONN_CLASS:
                 raise ChannelErrorCode(f"{method.NAME} on channel 0", cid, method.METHOD_ID)
             self._on_connection_method(method)
+            if self.closed:
+                raise _Stopped
             return
         if self.state == "closing":
             return
-        if self.state != "opened":
+        if self.state != "opened":  # the state machine's 504 ("channels ... after open-ok")
+            self.sm.receive_method(chan, method)
             raise CommandInvalid(f"{method.NAME} before the connection was opened", cid, method.METHOD_ID)
         if cid == _CONN_CLASS:
             raise CommandInvalid(f"{method.NAME} on channel {chan}; connection methods use channel 0",
@@ -672,7 +581,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         self._teardown_channels()
         self.state = "closing"
-        self.content.clear()
         self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                   class_id=exc.class_id, method_id=exc.method_id))
         self.flush()
@@ -788,7 +696,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.broker.kick()
 
 
-_EXPECT = {"start-ok": "connection.start-ok", "tune-ok": "connection.tune-ok", "open": "connection.open"}
+class _Stopped(Exception):
+    """Raised out of ``Decoder.feed`` when the connection closed while its frames were being
+    dispatched: the rest of the read is not parsed."""
+
+
 
 
 def _text(exc: AMQPError) -> str:

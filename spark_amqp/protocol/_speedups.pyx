@@ -738,3 +738,79 @@ cdef object _pack_bodies(list bodies):
     o[4 * n + 2] = (at >> 16) & 0xFF
     o[4 * n + 3] = (at >> 24) & 0xFF
     return offsets, values
+
+
+# ------------------------------------------------------------------------ raw publishes
+
+cdef object _RP = None  # raw_publish.RawPublish
+
+
+def setup_publish(raw_publish):
+    """Give the module the RawPublish class (called once by frames.py)."""
+    global _RP
+    _RP = raw_publish
+
+
+def scan_publish(bytes buf, Py_ssize_t args, Py_ssize_t mend, Py_ssize_t n, int channel,
+                 fmax8_limit, max_body_limit):
+    """raw_publish.scan_publish, compiled: the same event, or None, for the same input."""
+    cdef Py_ssize_t fmax8
+    cdef unsigned long long max_body
+    if args < 0 or mend < args or n > PyBytes_GET_SIZE(buf) or mend >= n:
+        return None
+    try:
+        fmax8 = fmax8_limit
+        if max_body_limit < 0:
+            return None
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
+        return None  # limits beyond C integers: the general path decides
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t o = args + 2, o2, o3
+    if o >= mend:
+        return None
+    o2 = o + 1 + p[o]
+    if o2 >= mend:
+        return None
+    o3 = o2 + 1 + p[o2]
+    if o3 + 1 != mend:
+        return None
+    cdef Py_ssize_t h = mend + 1
+    if n - h < 21:
+        return None
+    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, h + 3)
+    cdef Py_ssize_t hend = h + 7 + hsize
+    cdef unsigned long long body_size = (<unsigned long long>_u32(p, h + 11) << 32) | _u32(p, h + 15)
+    if (p[h] != 2 or ((<int>p[h + 1] << 8) | p[h + 2]) != channel or hsize < 14
+            or hsize > fmax8 or ((<unsigned int>p[h + 7] << 8) | p[h + 8]) != 60
+            or p[h + 9] or p[h + 10] or body_size > max_body or hend >= n or p[hend] != 206):
+        return None
+    cdef Py_ssize_t q, bend, blen = <Py_ssize_t>body_size
+    if blen:
+        q = hend + 1
+        bend = q + 7 + blen
+        if (bend >= n or blen > fmax8 or p[q] != 3
+                or ((<int>p[q + 1] << 8) | p[q + 2]) != channel
+                or <Py_ssize_t>_u32(p, q + 3) != blen or p[bend] != 206):
+            return None
+        body = PyBytes_FromStringAndSize(<const char*>p + q + 7, blen)
+        end = bend + 1
+    else:
+        body = b""
+        end = hend + 1
+    try:
+        exchange = PyUnicode_DecodeUTF8(<const char*>p + o + 1, o2 - o - 1, NULL)
+        routing_key = PyUnicode_DecodeUTF8(<const char*>p + o2 + 1, o3 - o2 - 1, NULL)
+    except UnicodeDecodeError:
+        return None
+    cdef unsigned char bits = p[o3]
+    ev = _new(_RP)
+    ev.channel = channel
+    ev.exchange = exchange
+    ev.routing_key = routing_key
+    ev.mandatory = True if bits & 1 else False
+    ev.immediate = True if bits & 2 else False
+    ev.enc = PyBytes_FromStringAndSize(<const char*>p + o, o3 - o)
+    ev.properties = PyBytes_FromStringAndSize(<const char*>p + h + 19, hend - h - 19)
+    ev.body = body
+    return ev, end

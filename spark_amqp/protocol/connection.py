@@ -288,6 +288,7 @@ class AMQPConnection:
         self.mechanism: str | None = None
         self.virtual_host: str | None = None
         self.header: ProtocolHeader | None = None
+        self._rejected = False  # the client's protocol header was refused
         self._last_sent = 0.0
         self._last_received = 0.0
         self._peer_plain = _PLAIN_BY_SENDER[self.peer_role]
@@ -359,6 +360,8 @@ class AMQPConnection:
         """
         if data:
             self._last_received = _now(now)
+        if self._rejected:  # after a header we do not speak, nothing is parsed
+            return []
         try:
             raw = self._decoder.feed(data)
         except AMQPError as exc:
@@ -394,7 +397,7 @@ class AMQPConnection:
                 if keep is not _DISCARD:
                     append(ev)
             elif t is Heartbeat:
-                if self.state is not ConnectionState.CLOSING:
+                if self.state is not ConnectionState.CLOSING and self.state is not ConnectionState.CLOSED:
                     append(ev)
             else:  # ProtocolHeader
                 self.header = ev
@@ -403,8 +406,38 @@ class AMQPConnection:
                     append(ev)
                 else:
                     self.state = ConnectionState.CLOSED
+                    self._rejected = True
                     append(ProtocolHeaderRejected(ev))
+                    break  # (the decoder may frame what follows a 0-8 header; ignored)
         return out
+
+    def receive_header(self, header: ProtocolHeader, accept_0_8: bool = False) -> Any:
+        """Server role, for a caller that frames the bytes itself: the protocol header the
+        client sent. Returns ``header`` (state ``AWAIT_START``: send ``connection.start``)
+        or a :class:`ProtocolHeaderRejected` (state ``CLOSED``: write its ``reply``, close).
+
+        ``accept_0_8``: also go on after an ``AMQP 1 1 8 0`` / ``AMQP 1 1 9 1`` header, as
+        RabbitMQ 3.10 does (it answers with a connection.start of version 8-0; the methods that
+        follow are 0-9-1's). Raises CommandInvalid (503) when a header was already received.
+        """
+        if self.role is not Role.SERVER or self.state is not ConnectionState.AWAIT_HEADER:
+            raise CommandInvalid(f"a protocol header in connection state {self.state.value}")
+        if accept_0_8 and header.version == "0-8":
+            self.header = header
+            self.state = ConnectionState.AWAIT_START
+            return header
+        return self._validate([header])[0]
+
+    def receive_method(self, channel: int, method: Method, now: float | None = None) -> bool:
+        """Validate one method the peer sent, for a caller that frames the bytes itself (the
+        embedded broker passes its channel-0 methods here), and apply its state change.
+
+        Returns False when the rules say to discard it (a closing connection: see the module
+        docstring), True when the caller acts on it. Raises the typed error of the first rule
+        it breaks (503/504/530, as :meth:`receive_data`).
+        """
+        self._last_received = _now(now)
+        return self._check(self.peer_role, channel, method, False) is not _DISCARD
 
     # ------------------------------------------------------------------ send
 
@@ -699,14 +732,12 @@ class AMQPConnection:
             offered = getattr(tune, field)
             chosen = getattr(ok, field)
             if offered and (chosen == 0 or chosen > offered):
-                # RabbitMQ's rabbit_reader: "negotiated <field> = N is higher than the maximum
-                # allowed value (M)" -> 530 NOT_ALLOWED
-                raise NotAllowed(f"connection.tune-ok {field} {chosen or '0 (no limit)'} is "
-                                 f"higher than the {offered} offered by connection.tune",
-                                 cid, mid)
+                # RabbitMQ's rabbit_reader wording -> 530 NOT_ALLOWED
+                raise NotAllowed(f"negotiated {field} = {chosen or '0 (no limit)'} is greater "
+                                 f"than the maximum allowed value ({offered})", cid, mid)
         if ok.frame_max and ok.frame_max < FRAME_MIN_SIZE:
-            raise NotAllowed(f"connection.tune-ok frame_max {ok.frame_max} is below the minimum "
-                             f"frame size {FRAME_MIN_SIZE}", cid, mid)
+            raise NotAllowed(f"negotiated frame_max = {ok.frame_max} is lower than the minimum "
+                             f"allowed value ({FRAME_MIN_SIZE})", cid, mid)
         self.channel_max = ok.channel_max
         self.frame_max = ok.frame_max
         self.heartbeat = ok.heartbeat

@@ -103,3 +103,35 @@ def properties(tables=None):
 
 channels = st.integers(1, 65535)
 bodies = st.binary(max_size=3000)
+
+
+# mutations of valid frames (bit flips, truncation, insertion, deletion, length fields set to
+# extreme values): the fuzz tests of the decoder and of the broker's framing
+mutation = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(0, 7)),
+    st.tuples(st.just("truncate"), st.integers(0, 10**6)),
+    st.tuples(st.just("insert"), st.integers(0, 10**6), st.binary(min_size=1, max_size=8)),
+    st.tuples(st.just("delete"), st.integers(0, 10**6), st.integers(1, 8)),
+    st.tuples(st.just("length"), st.integers(0, 10**6),
+              st.sampled_from([0, 1, 255, 256, 65535, 2**31, 2**32 - 1]), st.sampled_from([1, 2, 4])),
+)
+
+
+def mutate(data: bytes, muts) -> bytes:
+    b = bytearray(data)
+    for m in muts:
+        if not b:
+            break
+        pos = m[1] % len(b)
+        if m[0] == "flip":
+            b[pos] ^= 1 << m[2]
+        elif m[0] == "truncate":
+            del b[pos:]
+        elif m[0] == "insert":
+            b[pos:pos] = m[2]
+        elif m[0] == "delete":
+            del b[pos:pos + m[2]]
+        else:  # overwrite a length-like field with an extreme value
+            width = m[3]
+            b[pos:pos + width] = (m[2] % (1 << (8 * width))).to_bytes(width, "big")
+    return bytes(b)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp_strategies import methods, properties
+from amqp_strategies import methods, mutate, mutation, properties
 from spark_amqp.protocol import (AMQPError, BasicProperties, Decoder, encode_message,
                                  encode_method, encode_table, spec)
 from spark_amqp.protocol.connection import AMQPConnection, Role
@@ -193,36 +193,6 @@ corpus = st.one_of(
     st.tuples(properties(), st.binary(max_size=10_000)).map(
         lambda pb: encode_message(2, spec.Basic.Deliver("c", 1), pb[0], pb[1], frame_max=4096)),
 )
-
-mutation = st.one_of(
-    st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(0, 7)),
-    st.tuples(st.just("truncate"), st.integers(0, 10**6)),
-    st.tuples(st.just("insert"), st.integers(0, 10**6), st.binary(min_size=1, max_size=8)),
-    st.tuples(st.just("delete"), st.integers(0, 10**6), st.integers(1, 8)),
-    st.tuples(st.just("length"), st.integers(0, 10**6),
-              st.sampled_from([0, 1, 255, 256, 65535, 2**31, 2**32 - 1]), st.sampled_from([1, 2, 4])),
-)
-
-
-def mutate(data: bytes, muts) -> bytes:
-    b = bytearray(data)
-    for m in muts:
-        if not b:
-            break
-        pos = m[1] % len(b)
-        if m[0] == "flip":
-            b[pos] ^= 1 << m[2]
-        elif m[0] == "truncate":
-            del b[pos:]
-        elif m[0] == "insert":
-            b[pos:pos] = m[2]
-        elif m[0] == "delete":
-            del b[pos:pos + m[2]]
-        else:  # overwrite a length-like field with an extreme value
-            width = m[3]
-            b[pos:pos + width] = (m[2] % (1 << (8 * width))).to_bytes(width, "big")
-    return bytes(b)
-
 
 @FUZZ
 @given(st.lists(corpus, min_size=1, max_size=4), st.lists(mutation, min_size=1, max_size=4),

@@ -380,11 +380,15 @@ def test_heartbeat_with_payload_is_501(opened):
 
 @pytest.mark.parametrize("method", [spec.Connection.Open(virtual_host="/"),
                                     spec.Connection.TuneOk(channel_max=10, frame_max=131072),
-                                    spec.Connection.CloseOk()],
-                         ids=["open-again", "tune-ok-again", "unsolicited-close-ok"])
+                                    spec.Connection.CloseOk(), spec.Connection.Blocked("x"),
+                                    spec.Connection.Unblocked()],
+                         ids=["open-again", "tune-ok-again", "unsolicited-close-ok",
+                              "client-blocked", "client-unblocked"])
 def test_connection_method_out_of_state_is_504(opened, method):
     # RabbitMQ: 504 "CHANNEL_ERROR - unexpected method in connection state running", with the
-    # offending method's class/method ids (the spec would suggest 503 COMMAND_INVALID).
+    # offending method's class/method ids (the spec would suggest 503 COMMAND_INVALID); also
+    # for a client's connection.blocked / unblocked (server-sent methods; RabbitMQ 3.10.8,
+    # checked 2026-11-25).
     opened.send_method(0, method)
     assert_connection_close(opened, 504, method.CLASS_ID, method.METHOD_ID)
 
