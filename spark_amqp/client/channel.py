@@ -55,6 +55,8 @@ class Channel:
     """One AMQP channel; create with :meth:`Connection.channel`.
 
     Attributes:
+        connection: the owning connection, as a :class:`.channel_host.ChannelHost` (the
+            :class:`~spark_amqp.client.connection.Connection` that made this channel).
         channel_number: int (1..channel_max).
         max_in_flight: int or None; in confirm mode ``basic_publish``/``publish_batch`` block
             while this many publishes are unconfirmed (None = unlimited).
