@@ -12,22 +12,20 @@ including the tag (RabbitMQ docs "Consumer Acknowledgements and Publisher Confir
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from ..protocol import BasicProperties, encode_message, encode_method, spec
+from ..protocol import BasicProperties, encode_method, spec
 from ..protocol.connection import error_from_close
 from ..protocol.errors import AMQPError, error_for_code
+from ..protocol.publish import PublishEncoder
 from ..protocol.raw_deliveries import RawDeliveries
+from .channel_host import ChannelHost
 from .errors import (ChannelClosed, ConfirmTimeout, ConnectionClosed, ConnectionLost,
                      PublishNacked, copy_error)
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .connection import Connection
 
 __all__ = ["Channel", "MAX_KEPT_RETURNS"]
 
@@ -43,16 +41,12 @@ _GetOk = _B.GetOk
 _Return = _B.Return
 _Ack = _B.Ack
 _Nack = _B.Nack
-_Publish = _B.Publish
 _ChClose = spec.Channel.Close
 _ChCloseOk = spec.Channel.CloseOk
 _Flow = spec.Channel.Flow
 _FlowOk = spec.Channel.FlowOk
 _Cancel = _B.Cancel
 _ConsumeOk = _B.ConsumeOk
-_FRAME_HDR = struct.Struct(">BHI")
-_CONTENT_HDR = struct.Struct(">BHIHHQ")
-_EMPTY_PROPS = b"\x00\x00"
 _monotonic = time.monotonic
 _tnew = tuple.__new__
 
@@ -61,6 +55,8 @@ class Channel:
     """One AMQP channel; create with :meth:`Connection.channel`.
 
     Attributes:
+        connection: the owning connection, as a :class:`.channel_host.ChannelHost` (the
+            :class:`~spark_amqp.client.connection.Connection` that made this channel).
         channel_number: int (1..channel_max).
         max_in_flight: int or None; in confirm mode ``basic_publish``/``publish_batch`` block
             while this many publishes are unconfirmed (None = unlimited).
@@ -76,7 +72,7 @@ class Channel:
         flow_active: False while the broker paused this channel with ``channel.flow``.
     """
 
-    def __init__(self, connection: "Connection", channel_number: int):
+    def __init__(self, connection: ChannelHost, channel_number: int):
         self.connection = connection
         self.channel_number = channel_number
         self.max_in_flight: int | None = None
@@ -87,7 +83,6 @@ class Channel:
         self.flow_active = True
         self._cancel_count = 0
         self._conn = connection
-        self._frame_max = connection.frame_max
         self._cond = threading.Condition(threading.Lock())
         self._rpc_lock = threading.Lock()
         self._reply: Any = None
@@ -113,7 +108,8 @@ class Channel:
         self._acked = 0
         self._nacked: list[int] = []
         self._returned: list[ReturnedMessage] = []
-        self._publish_cache: dict[tuple, bytes] = {}
+        # basic.publish frames (the method frame cached per exchange/routing key/mandatory)
+        self._encode = PublishEncoder(channel_number, connection.frame_max).encode
 
     # ================================================================= I/O thread side
 
@@ -619,30 +615,6 @@ class Channel:
     def in_flight(self) -> int:
         """Publishes sent in confirm mode and not yet acked/nacked (int)."""
         return len(self._unconfirmed) - len(self._settled_early)
-
-    def _method_frame(self, exchange: str, routing_key: str, mandatory: bool) -> bytes:
-        key = (exchange, routing_key, mandatory)
-        frame = self._publish_cache.get(key)
-        if frame is None:
-            frame = encode_method(self.channel_number, _Publish(0, exchange, routing_key, mandatory, False))
-            if len(self._publish_cache) > 1024:
-                self._publish_cache.clear()
-            self._publish_cache[key] = frame
-        return frame
-
-    def _encode(self, body, exchange, routing_key, properties, mandatory) -> bytes:
-        blen = len(body)
-        fm = self._frame_max
-        if fm and blen > fm - 8:
-            return encode_message(self.channel_number, _Publish(0, exchange, routing_key, mandatory, False),
-                                  properties, bytes(body), fm)
-        props = properties.encode() if properties is not None else _EMPTY_PROPS
-        ch = self.channel_number
-        mframe = self._method_frame(exchange, routing_key, mandatory)
-        if blen:
-            return b"".join((mframe, _CONTENT_HDR.pack(2, ch, 12 + len(props), 60, 0, blen), props,
-                             b"\xce", _FRAME_HDR.pack(3, ch, blen), body, b"\xce"))
-        return b"".join((mframe, _CONTENT_HDR.pack(2, ch, 12 + len(props), 60, 0, 0), props, b"\xce"))
 
     def _wait_window(self, need: int) -> None:
         """Block while publishing ``need`` more would exceed ``max_in_flight``."""

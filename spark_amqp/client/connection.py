@@ -62,6 +62,17 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
     ``connect(url, heartbeat=5, connection_timeout=3.0)`` (seconds here; milliseconds in the
     URI). Returns an open :class:`Connection`; use it as a context manager to close it.
 
+    >>> with connect("amqp://guest:guest@127.0.0.1:5672/%2F") as conn:     # doctest: +SKIP
+    ...     ch = conn.channel()
+    ...     ch.queue_declare("q")
+    ...     ch.confirm_select()
+    ...     ch.basic_publish(b"hello", routing_key="q")
+    ...     ch.wait_for_confirms()
+    ...     ch.basic_qos(1000)
+    ...     ch.basic_consume("q")
+    ...     for d in ch.drain(timeout=1.0):
+    ...         ch.basic_ack(d.delivery_tag)
+
     Raises:
         ValueError: a malformed URI or parameter.
         ConnectionLost: TCP connect/TLS/handshake failure or timeout (an ``OSError``).
