@@ -56,8 +56,9 @@ _new = object.__new__
 _frame_hdr_pack = _FRAME_HDR.pack
 _frame_hdr_unpack = _FRAME_HDR.unpack_from
 _frame_ids_unpack = struct.Struct(">BHII").unpack_from  # frame header + method index
-_END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
-_END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
+END_HEADER_HEAD = struct.Struct(">BBHIHHQ").pack  # frame-end + content header frame start
+END_BODY_HEAD = struct.Struct(">BBHI").pack          # frame-end + body frame header
+# (both also used by protocol/publish.py, the client's publish encoder)
 _HEADER_AT = struct.Struct(">BHIHHQH").unpack_from    # header frame: type..property flags
 _END_BODY_AT = struct.Struct(">BBHI").unpack_from     # frame-end + body frame header
 
@@ -398,11 +399,11 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     props = properties.encode() if properties is not None else b"\x00\x00"
     blen = len(body)
     # frame-end octets are packed together with the next frame's header
-    mid = _END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
+    mid = END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
     if not blen:
         return b"".join((*method.frame_parts(channel), mid, props, FRAME_END_BYTE))
     if not frame_max or blen <= frame_max - 8:
-        return method.message_bytes(channel, mid, props, _END_BODY_HEAD(0xCE, 3, channel, blen),
+        return method.message_bytes(channel, mid, props, END_BODY_HEAD(0xCE, 3, channel, blen),
                                     body)
     chunk = frame_max - 8
     if chunk <= 0:
@@ -411,7 +412,7 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     mv = memoryview(body)
     for start in range(0, blen, chunk):
         piece = mv[start:start + chunk]
-        parts.append(_END_BODY_HEAD(0xCE, 3, channel, len(piece)))
+        parts.append(END_BODY_HEAD(0xCE, 3, channel, len(piece)))
         parts.append(piece)
     parts.append(FRAME_END_BYTE)
     return b"".join(parts)

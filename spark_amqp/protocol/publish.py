@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .frames import _END_BODY_HEAD, _END_HEADER_HEAD, encode_message
+from .frames import END_BODY_HEAD, END_HEADER_HEAD, encode_message
 from .spec import Basic
 
 __all__ = ["PublishEncoder", "MAX_CACHED_METHODS"]
@@ -88,8 +88,8 @@ class PublishEncoder:
         props = properties.encode() if properties is not None else _NO_PROPERTIES
         ch = self.channel
         if blen:
-            return b"".join((head, _END_HEADER_HEAD(0xCE, 2, ch, 12 + len(props), _CLASS_ID,
+            return b"".join((head, END_HEADER_HEAD(0xCE, 2, ch, 12 + len(props), _CLASS_ID,
                                                     0, blen),
-                             props, _END_BODY_HEAD(0xCE, 3, ch, blen), body, b"\xce"))
-        return b"".join((head, _END_HEADER_HEAD(0xCE, 2, ch, 12 + len(props), _CLASS_ID, 0, 0),
+                             props, END_BODY_HEAD(0xCE, 3, ch, blen), body, b"\xce"))
+        return b"".join((head, END_HEADER_HEAD(0xCE, 2, ch, 12 + len(props), _CLASS_ID, 0, 0),
                          props, b"\xce"))
