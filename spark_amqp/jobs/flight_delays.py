@@ -111,6 +111,10 @@ FLIGHT_SCHEMA_DDL = (
     "tailnum STRING, origin STRING, dest STRING, air_time DOUBLE, distance DOUBLE, hour INT, "
     "minute INT, time_hour STRING, sched_dep TIMESTAMP, event STRING")
 
+#: The source's columns the query reads, as a user schema: the source then builds and sends
+#: Spark only ``body`` instead of its 20 columns (README "Speed of the main job").
+SOURCE_SCHEMA = "body binary"
+
 #: Columns of the result (parquet and the summary), in order.
 RESULT_COLUMNS = ("origin", "carrier", "window_start", "window_end", "flights", "cancelled",
                   "mean_dep_delay", "p90_dep_delay")
@@ -372,7 +376,7 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     checkpoint = checkpoint or str(Path(output) / "_checkpoint")
     result = JobResult(output=output)
 
-    reader = spark.readStream.format("amqp").option("uri", uri)
+    reader = spark.readStream.format("amqp").schema(SOURCE_SCHEMA).option("uri", uri)
     if super_stream is not None:
         reader = reader.option("superStream", super_stream).option("startingOffsets", "earliest")
     else:

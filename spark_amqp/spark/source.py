@@ -637,7 +637,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         if isinstance(part, FramesRef):
             part = FramesPart(part.queue, part.start, part.n, fetch(part))
-        return to_record_batches(unpack(part, self.options.include_headers))
+        return to_record_batches(unpack(part, self.options.include_headers),
+                                 columns=self.options.columns)
 
     # -- acks and shutdown -------------------------------------------------------------------
 
