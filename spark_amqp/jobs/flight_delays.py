@@ -709,10 +709,12 @@ def demo(args) -> int:
 
 
 def write_json_result(path: str | None, result: JobResult) -> None:
-    """Write ``result`` (without the progress list) as JSON to ``path`` (if given)."""
+    """Write ``result`` as JSON to ``path`` (if given): the progress list replaced by
+    ``batch_seconds``, each micro-batch's ``triggerExecution`` in seconds."""
     if path:
         d = dict(result.__dict__)
-        d.pop("progress")
+        d["batch_seconds"] = [json.loads(p)["durationMs"].get("triggerExecution", 0) / 1e3
+                              for p in d.pop("progress")]
         Path(path).write_text(json.dumps(d))
 
 
