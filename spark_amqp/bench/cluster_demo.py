@@ -115,7 +115,8 @@ def main(argv=None) -> int:
         try:
             for i in range(args.runs):
                 for name, master in modes:
-                    out = Path(tmp) / f"{name}-{i}"
+                    # no brackets in the path: Spark reads "local[2]" in a path as a glob
+                    out = Path(tmp) / f"{name.replace('[', '').replace(']', '')}-{i}"
                     out.mkdir()
                     r = submit(master or cluster.master_url, args.limit, out, args.conf,
                                archive if name == "cluster+archive" else None)
