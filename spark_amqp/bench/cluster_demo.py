@@ -61,6 +61,10 @@ def submit(master: str, limit: int, out: Path, conf: list[str],
                 "--conf", "spark.pyspark.driver.python=./env/bin/python"]
         env.pop("PYSPARK_PYTHON")
         env.pop("PYSPARK_DRIVER_PYTHON")
+        # spark-submit finds SPARK_HOME with the Python of PYSPARK_DRIVER_PYTHON, else python3
+        from pyspark.find_spark_home import _find_spark_home
+
+        env.setdefault("SPARK_HOME", _find_spark_home())
     for kv in conf:
         cmd += ["--conf", kv]
     result = out / "result.json"
