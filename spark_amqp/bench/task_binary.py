@@ -45,7 +45,7 @@ def _source_class():
     class Part(InputPartition):
         n: int
         size: int
-        data: object  # bytes, or a source_serve.FramesRef
+        data: object  # bytes, or a spark.source.partition_server.FramesRef
 
     class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, o):

@@ -17,6 +17,8 @@ processes (lessons §1.3), and invalid options must fail at ``load()``/``start()
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import DataSource
 
 from . import schema as _schema
@@ -27,7 +29,8 @@ __all__ = ["AmqpDataSource"]
 class AmqpDataSource(DataSource):
     """AMQP 0-9-1 (RabbitMQ) data source named ``amqp``.
 
-    Source schema: :data:`spark_amqp.spark.schema.SOURCE_SCHEMA_DDL` (fixed). Options: see
+    Source schema: :data:`spark_amqp.spark.schema.SOURCE_SCHEMA_DDL`; a user schema may select
+    some of its columns (:func:`spark_amqp.spark.schema.check_user_schema`). Options: see
     :mod:`spark_amqp.spark.source.options` (source) and :mod:`spark_amqp.spark.sink.writer` (sink).
     """
 
@@ -36,12 +39,13 @@ class AmqpDataSource(DataSource):
         return "amqp"
 
     def schema(self):
-        """The fixed source schema (a ``StructType``).
+        """The source schema (a ``StructType``).
 
         Spark calls this at ``readStream...load()`` only (not for writes, checked on PySpark
         4.3), so the source options are validated here and a bad or unknown option fails
         ``load()`` with a ``ValueError`` naming it. With a user ``.schema(...)`` Spark skips this
-        method; ``streamReader`` then rejects the schema when the query starts.
+        method; ``streamReader`` then checks the schema (a selection of the source's columns)
+        and the options when the query starts.
         """
         from .source.options import parse_source_options
         from .source.stream_options import is_stream_mode, parse_stream_options
@@ -55,29 +59,32 @@ class AmqpDataSource(DataSource):
     def streamReader(self, schema):
         """Validate options and schema and return the stream reader (no I/O).
 
-        Raises ``ValueError`` for an invalid/unknown option or a user schema different from the
-        source's (see :func:`spark_amqp.spark.schema.check_user_schema`).
+        Raises ``ValueError`` for an invalid/unknown option or a user schema that is not a
+        selection of the source's columns (see :func:`spark_amqp.spark.schema.check_user_schema`;
+        the reader then yields only the selected columns).
         """
         from .source.options import parse_source_options
         from .source.stream_options import is_stream_mode, parse_stream_options
 
-        _schema.check_user_schema(schema)
+        columns = _schema.check_user_schema(schema)
         if is_stream_mode(self.options):
             from .source.stream_reader import AmqpStreamSourceReader
 
-            return AmqpStreamSourceReader(parse_stream_options(dict(self.options)))
+            return AmqpStreamSourceReader(replace(parse_stream_options(dict(self.options)),
+                                                  columns=columns))
         from .source.reader import AmqpStreamReader
 
-        return AmqpStreamReader(parse_source_options(dict(self.options)))
+        return AmqpStreamReader(replace(parse_source_options(dict(self.options)),
+                                        columns=columns))
 
     def reader(self, schema):
-        """Batch reader: stream mode only (:class:`.stream_source.AmqpStreamBatchReader`).
+        """Batch reader: stream mode only (:class:`.source.stream_reader.AmqpStreamBatchReader`).
 
         Raises ``ValueError`` for the queue mode: a classic or quorum queue is not a
         replayable table (reading it consumes it)."""
         from .source.stream_options import is_stream_mode, parse_stream_options
 
-        _schema.check_user_schema(schema)
+        columns = _schema.check_user_schema(schema)
         if not is_stream_mode(self.options):
             raise ValueError(
                 "Batch reads (spark.read) of the amqp source need a stream queue: a classic or "
@@ -87,7 +94,8 @@ class AmqpDataSource(DataSource):
                 "with option 'stream' (startingOffsets/endingOffsets).")
         from .source.stream_reader import AmqpStreamBatchReader
 
-        return AmqpStreamBatchReader(parse_stream_options(dict(self.options)))
+        return AmqpStreamBatchReader(replace(parse_stream_options(dict(self.options)),
+                                             columns=columns))
 
     def writer(self, schema, overwrite: bool):
         """Batch writer: ``spark_amqp.spark.sink.writer.AmqpWriter(options, schema, overwrite)``."""

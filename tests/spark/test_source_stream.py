@@ -228,11 +228,34 @@ def test_missing_queue_fails_the_query_clearly(spark, broker_url, unique, tmp_pa
         sq.awaitTermination(FIRST_BATCH)
 
 
-def test_user_schema_is_rejected(spark, broker_url, tmp_path):
-    df = (spark.readStream.format("amqp").schema("value string").option("uri", broker_url)
+def test_user_schema_selects_columns(spark, broker_url, queue, tmp_path):
+    """A user schema is a column selection: only those columns, in its order, with its
+    nullability; the messages are consumed as without it."""
+    q = queue()
+    publish(broker_url, q, [b"sel-%d" % i for i in range(30)],
+            pika.BasicProperties(message_id="m", headers={"h": 1}))
+    df = (spark.readStream.format("amqp").schema("routing_key string, body binary NOT NULL")
+          .option("uri", broker_url).option("queue", q).load())
+    out = _run_available_now(spark, df, tmp_path, "selected_q")
+    assert out.columns == ["routing_key", "body"]
+    assert [(f.name, f.nullable) for f in out.schema.fields] == [("routing_key", True),
+                                                                 ("body", False)]
+    expected = spark.createDataFrame([(q, b"sel-%d" % i) for i in range(30)], out.schema)
+    assert_df_equality(out, expected, ignore_row_order=True)
+    assert message_count(broker_url, q) == 0
+
+
+@pytest.mark.parametrize("ddl, match", [
+    ("value string", "`value` is not a column of the source"),
+    ("body string", "`body` is string, the source's `body` is binary"),
+    ("body binary, message_id string NOT NULL", "`message_id` is NOT NULL"),
+])
+def test_bad_user_schema_fails_the_query_naming_the_column(spark, broker_url, tmp_path, ddl,
+                                                           match):
+    df = (spark.readStream.format("amqp").schema(ddl).option("uri", broker_url)
           .option("queue", "q").load())
     sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
-    with pytest.raises(Exception, match="fixed schema"):
+    with pytest.raises(Exception, match=match):
         sq.awaitTermination(FIRST_BATCH)
 
 

@@ -34,13 +34,47 @@ def test_arrow_schema_is_exactly_what_spark_checks():
     assert S.source_schema().fieldNames() == list(S.COLUMNS)
 
 
-def test_user_schema_rejected_with_clear_error():
+def _ddl(text):
+    """A StructType from ``name type [not null], ...`` over the source's types (no JVM)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    S.check_user_schema(None)
-    S.check_user_schema(S.source_schema())
-    with pytest.raises(ValueError, match="fixed schema.*column 0 is `value` string"):
-        S.check_user_schema(StructType([StructField("value", StringType())]))
+    from pyspark.sql.types import LongType
+
+    types = {f.dataType.simpleString(): f.dataType for f in S.source_schema().fields}
+    types["long"] = LongType()
+    fields = []
+    for part in text.replace("`", "").split(", "):
+        name, typ, *rest = part.split()
+        fields.append(StructField(name, types.get(typ, StringType()), nullable=not rest))
+    return StructType(fields)
+
+
+def test_user_schema_selects_columns_or_fails_naming_the_column():
+    ddl = _ddl
+    assert S.check_user_schema(None) is None
+    assert S.check_user_schema(S.source_schema()) is None   # no user schema: every column
+    assert S.check_user_schema(ddl("body binary")) == (("body", True),)
+    picked = ddl("offset long not null, body binary, headers map<string,string>")
+    assert S.check_user_schema(picked) == (("offset", False), ("body", True), ("headers", True))
+    # the whole schema in DDL: every column, but all nullable (what Spark then expects)
+    assert S.check_user_schema(ddl(S.SOURCE_SCHEMA_DDL)) == tuple((c, True) for c in S.COLUMNS)
+    for bad, match in (("value string", "`value` is not a column of the source"),
+                       ("body string", "`body` is string, the source's `body` is binary"),
+                       ("body binary, body binary", "`body` is given twice"),
+                       ("timestamp timestamp not null", "`timestamp` is NOT NULL")):
+        with pytest.raises(ValueError, match=match):
+            S.check_user_schema(ddl(bad))
+
+
+def test_selected_arrow_schema_is_exactly_what_spark_checks():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    for text in ("body binary", "routing_key string, body binary not null",
+                 "timestamp timestamp, headers map<string,string>, offset long, priority int",
+                 S.SOURCE_SCHEMA_DDL):
+        user = _ddl(text)
+        cols = S.check_user_schema(user)
+        assert to_arrow_schema(user, timezone="UTC").equals(S.arrow_schema(cols)), text
 
 
 # ------------------------------------------------------------------------------ options
@@ -203,6 +237,14 @@ def test_pack_and_record_batches_exact_schema_and_values():
     [b2] = list(to_record_batches(no_headers))
     assert b2.column("headers").null_count == 2
     assert b2.column("delivery_count").to_pylist() == [2, None]
+
+    # a user schema's selection: only those columns, in its order, with its nullability
+    cols = (("message_id", True), ("body", False), ("offset", True))
+    [b3] = list(to_record_batches(packed, columns=cols))
+    assert b3.schema.equals(S.arrow_schema(cols)) and b3.schema.names == ["message_id", "body",
+                                                                          "offset"]
+    assert b3.to_pylist() == [{"message_id": "m1", "body": b"one", "offset": 40},
+                              {"message_id": None, "body": b"two", "offset": 41}]
 
 
 def test_constant_columns_and_slicing():

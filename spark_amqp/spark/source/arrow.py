@@ -227,11 +227,14 @@ def _ts_micros(col: list) -> list:
     return out
 
 
-def to_record_batches(p: PackedColumns, max_rows: int = ARROW_BATCH_ROWS) -> Iterator:
-    """Yield ``pyarrow.RecordBatch``es of ``p`` with exactly :func:`schema.arrow_schema`."""
+def to_record_batches(p: PackedColumns, max_rows: int = ARROW_BATCH_ROWS,
+                      columns: tuple | None = None) -> Iterator:
+    """Yield ``pyarrow.RecordBatch``es of ``p`` with exactly :func:`schema.arrow_schema`
+    ``(columns)``: every column, or only the ``(name, nullable)`` pairs a user schema selected
+    (:func:`schema.check_user_schema`; the others are not built)."""
     import pyarrow as pa
 
-    schema = S.arrow_schema()
+    schema = S.arrow_schema(columns)
     n = p.n
     if n == 0:
         return

@@ -71,7 +71,7 @@ def frames_part(queue: str, start: int, pieces: Sequence[tuple[Any, int, int]]) 
 def frames_chunks(pieces: Sequence[tuple[Any, int, int]]) -> list:
     """The frames of ``QueueBuffer.slice`` pieces as bytes-like chunks without copying a
     run's data (``memoryview`` slices of it; a decoded delivery is encoded back): what the
-    partition server sends (:mod:`.source_serve`). Concatenated they equal
+    partition server sends (:mod:`.partition_server`). Concatenated they equal
     ``frames_part(...).frames``."""
     out: list = []
     for it, lo, hi in pieces:

@@ -191,6 +191,9 @@ class SourceOptions:
     connection: dict = field(default_factory=dict)
     fail_on_data_loss: bool = True
     available_now_idle_timeout: float = 5.0
+    #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
+    #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``)
+    columns: tuple | None = None
 
     @property
     def per_queue_trigger_share(self) -> int | None:

@@ -7,8 +7,8 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
 * ``__init__`` does no I/O; the driver connects lazily in ``latestOffset`` (or
   ``prepareForTriggerAvailableNow``).
 * The driver consumes: one connection, one channel per queue, per-consumer ``basic.qos``,
-  ``basic.consume`` with manual acks (:mod:`.source_consumer`); deliveries are buffered per queue
-  (:mod:`.source_buffer`) with a per-queue offset counting from 0 in each *session* (connection).
+  ``basic.consume`` with manual acks (:mod:`.consumer`); deliveries are buffered per queue
+  (:mod:`.buffer`) with a per-queue offset counting from 0 in each *session* (connection).
 * ``latestOffset(start, limit)`` first acks every delivery up to ``start`` (the batch ending at
   ``start`` is in the commit log: the synchronous engine writes commit log N before asking for
   batch N+1), then cuts a new end from the buffers honouring ``ReadMaxRows`` (split fairly across
@@ -20,17 +20,17 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   TCP back-pressure; heartbeats go on), and a batch holds at most ``maxBytesPerTrigger``.
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
 * ``partitions(start, end)`` slices the messages' frames, undecoded as received by the
-  driver's raw-mode channels (:mod:`.source_frames`), into picklable
+  driver's raw-mode channels (:mod:`.frames`), into picklable
   :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` and
   ``maxBytesPerPartition``, but at least one message, each). The first
   ``maxInlineBytesPerTrigger`` (512 KiB) of a batch travel inside the partitions; the rest stay in the
   runner, which serves them to the executors over a socket until the batch is committed
-  (:mod:`.source_serve`; a partition then carries a :class:`.source_serve.FramesRef`), so a
+  (:mod:`.partition_server`; a partition then carries a :class:`.partition_server.FramesRef`), so a
   big batch does not bloat Spark's tasks. A range planned by an earlier session
   (restart replay or reconnect) yields no partitions: its deliveries were never acked, so the
   broker redelivers them (redelivered=true) into later batches.
 * ``read`` fetches the frames when the partition holds a reference, decodes them column-wise
-  and converts (:mod:`.source_frames`, :mod:`.arrow`), yielding Arrow batches with the exact
+  and converts (:mod:`.frames`, :mod:`.arrow`), yielding Arrow batches with the exact
   schema.
 
 Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
@@ -98,9 +98,9 @@ def _with_framing(max_bytes: int) -> int:
 @dataclass
 class AmqpInputPartition(InputPartition):
     """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
-    of ``session``. ``data`` carries the messages' frames (:class:`.source_frames.FramesPart`:
+    of ``session``. ``data`` carries the messages' frames (:class:`.frames.FramesPart`:
     pickling it ships them) or where to fetch them from the driver's source runner
-    (:class:`.source_serve.FramesRef`)."""
+    (:class:`.partition_server.FramesRef`)."""
 
     session: str
     data: FramesPart | FramesRef
@@ -137,7 +137,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Stream reader of ``spark.readStream.format("amqp")`` (see module doc for semantics).
 
     ``options``: validated :class:`SourceOptions`. ``consumer_factory``: builds the driver
-    consumer from the options (default :class:`.source_consumer.DriverConsumer`); tests pass a
+    consumer from the options (default :class:`.consumer.DriverConsumer`); tests pass a
     fake. Neither connects here.
     """
 
@@ -622,14 +622,14 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _release(self, committed: SourceOffset) -> None:
         """Forget the served partitions a committed offset covers (see
-        :meth:`.source_serve.PartitionServer.release`)."""
+        :meth:`.partition_server.PartitionServer.release`)."""
         if self._server is not None:
             self._server.release(committed.session, committed.as_map(),
                                  self._session.id if self._session else None)
 
     def read(self, partition: AmqpInputPartition) -> Iterator:
         """Executor side: yield the partition's rows as Arrow record batches. No broker I/O;
-        a partition holding a :class:`.source_serve.FramesRef` is first fetched from the
+        a partition holding a :class:`.partition_server.FramesRef` is first fetched from the
         driver's source runner (``PartitionFetchError`` when that fails: the batch fails,
         nothing in it is acked)."""
         part = partition.data
@@ -637,7 +637,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())
         if isinstance(part, FramesRef):
             part = FramesPart(part.queue, part.start, part.n, fetch(part))
-        return to_record_batches(unpack(part, self.options.include_headers))
+        return to_record_batches(unpack(part, self.options.include_headers),
+                                 columns=self.options.columns)
 
     # -- acks and shutdown -------------------------------------------------------------------
 

@@ -84,9 +84,10 @@ def _first_retained(conn, stream: str, wait: float) -> int | None:
 
 def read_range(options: StreamOptions, stream: str, start: int, end: int,
                connect_fn=None) -> Iterator:
-    """Yield ``pyarrow.RecordBatch``es (:func:`.schema.arrow_schema`) of the messages of
-    ``stream`` with offsets in ``[start, end)`` (``end > start``), in offset order; the
-    ``offset`` column holds each message's stream offset, ``queue`` the stream name.
+    """Yield ``pyarrow.RecordBatch``es (:func:`.schema.arrow_schema` of ``options.columns``)
+    of the messages of ``stream`` with offsets in ``[start, end)`` (``end > start``), in
+    offset order; the ``offset`` column holds each message's stream offset, ``queue`` the
+    stream name.
 
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
     ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and the
@@ -148,7 +149,7 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
                 packed = pack_columns(stream, offs[0], cols[0], cols[1], cols[2], cols[3],
                                       cols[4], options.include_headers)
                 packed.offsets = offs
-                yield from to_record_batches(packed)
+                yield from to_record_batches(packed, columns=options.columns)
                 cols = [[], [], [], [], []]
                 offs = []
         try:

@@ -176,6 +176,9 @@ class StreamOptions:
     include_headers: bool = True
     read_timeout: float = DEFAULT_READ_TIMEOUT
     connection: dict = field(default_factory=dict)
+    #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
+    #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``/``reader``)
+    columns: tuple | None = None
 
     def client_kwargs(self) -> dict:
         """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""

@@ -43,7 +43,7 @@ log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
 #: basic.qos of a tail probe (see StreamProbe._burst)
 TAIL_PREFETCH = 256
-#: seconds a synchronous method may wait for its reply (see source_consumer.RPC_TIMEOUT)
+#: seconds a synchronous method may wait for its reply (see consumer.RPC_TIMEOUT)
 RPC_TIMEOUT = 60.0
 
 

@@ -12,7 +12,7 @@ the driver and nothing depends on acks:
 * ``partitions(start, end)`` cuts the ranges into :class:`StreamRangePartition`s
   (``maxMessagesPerPartition``, ``minPartitions``);
 * ``read`` runs on the executors: each partition connects and consumes its own range
-  (:func:`.stream_read.read_range`).
+  (:func:`.stream_consumer.read_range`).
 
 Guarantee: replaying a batch reads the same rows (an offset range of an append-only log), so
 with a checkpoint and an idempotent sink (the file sink, or ``foreachBatch`` keyed by batch id)
@@ -263,7 +263,7 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return [StreamRangePartition(r.stream, r.start, r.end) for r in ranges]
 
     def read(self, partition: StreamRangePartition) -> Iterator:
-        """Executor side: consume the partition's range (see :mod:`.stream_read`)."""
+        """Executor side: consume the partition's range (see :mod:`.stream_consumer`)."""
         return _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
