@@ -398,6 +398,42 @@ def setup_frames(content_message):
     _CM = content_message
 
 
+cdef object _header_and_body(const unsigned char* p, Py_ssize_t h, Py_ssize_t n, int channel,
+                             unsigned int class_id, Py_ssize_t fmax8, unsigned long long max_body,
+                             Py_ssize_t* hend_out, Py_ssize_t* end_out):
+    """The content header frame at ``p[h]`` and the single body frame after it (AMQP 0-9-1
+    §4.2.6, §4.2.3): the body (bytes), with the header frame's frame-end offset in
+    ``hend_out`` and the offset after both frames in ``end_out``. None unless both frames are
+    complete in ``p[:n]`` and well-formed on ``channel`` (frame types, channel, class id,
+    weight 0, header size 14..fmax8, body size <= max_body, one body frame <= fmax8,
+    frame-end bytes): the callers' general paths then decide (and raise the typed errors).
+    Shared by the decoder's content fast path and the broker's raw publish scan."""
+    if n - h < 21:
+        return None
+    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, h + 3)
+    cdef Py_ssize_t hend = h + 7 + hsize
+    cdef unsigned long long body_size = (<unsigned long long>_u32(p, h + 11) << 32) | _u32(p, h + 15)
+    if (p[h] != 2 or ((<int>p[h + 1] << 8) | p[h + 2]) != channel or hend >= n
+            or ((<unsigned int>p[h + 7] << 8) | p[h + 8]) != class_id
+            or hsize < 14 or hsize > fmax8 or p[h + 9] or p[h + 10] or p[hend] != 206
+            or body_size > max_body):
+        return None
+    cdef Py_ssize_t bend, blen = <Py_ssize_t>body_size
+    if blen:
+        bend = hend + 8 + blen
+        if (bend >= n or blen > fmax8 or p[hend + 1] != 3
+                or ((<int>p[hend + 2] << 8) | p[hend + 3]) != channel
+                or <Py_ssize_t>_u32(p, hend + 4) != blen or p[bend] != 206):
+            return None
+        body = PyBytes_FromStringAndSize(<const char*>p + hend + 8, blen)
+        end_out[0] = bend + 1
+    else:
+        body = b""
+        end_out[0] = hend + 1
+    hend_out[0] = hend
+    return body
+
+
 def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, method,
                          unsigned int class_id, fmax8_limit, max_body_limit):
     """The decoder's fast path for a content method's header and body, compiled.
@@ -416,27 +452,14 @@ def content_after_method(bytes buf, Py_ssize_t pos, Py_ssize_t n, int channel, m
         max_body = max_body_limit
     except (OverflowError, TypeError):
         return None
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
-    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, pos + 3)
-    cdef Py_ssize_t hend = pos + 7 + hsize
-    cdef unsigned long long body_size = (<unsigned long long>_u32(p, pos + 11) << 32) | _u32(p, pos + 15)
-    if (p[pos] != 2 or ((<int>p[pos + 1] << 8) | p[pos + 2]) != channel or hend >= n
-            or ((<unsigned int>p[pos + 7] << 8) | p[pos + 8]) != class_id
-            or hsize < 14 or hsize > fmax8 or p[pos + 9] or p[pos + 10] or p[hend] != 206
-            or max_body < 0 or body_size > <unsigned long long>max_body):
+    if max_body < 0:
         return None
-    cdef Py_ssize_t bend, blen = <Py_ssize_t>body_size
-    if blen:
-        bend = hend + 8 + blen
-        if (bend >= n or blen > fmax8 or p[hend + 1] != 3
-                or ((<int>p[hend + 2] << 8) | p[hend + 3]) != channel
-                or <Py_ssize_t>_u32(p, hend + 4) != blen or p[bend] != 206):
-            return None
-        body = PyBytes_FromStringAndSize(<const char*>p + hend + 8, blen)
-        end = bend + 1
-    else:
-        body = b""
-        end = hend + 1
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    cdef Py_ssize_t hend, end
+    body = _header_and_body(p, pos, n, channel, class_id, fmax8, <unsigned long long>max_body,
+                            &hend, &end)
+    if body is None:
+        return None
     props = decode_properties(buf, pos + 19, hend)
     return _CM(channel, method, props, body), end
 
@@ -775,29 +798,10 @@ def scan_publish(bytes buf, Py_ssize_t args, Py_ssize_t mend, Py_ssize_t n, int 
     o3 = o2 + 1 + p[o2]
     if o3 + 1 != mend:
         return None
-    cdef Py_ssize_t h = mend + 1
-    if n - h < 21:
+    cdef Py_ssize_t h = mend + 1, hend, end
+    body = _header_and_body(p, h, n, channel, 60, fmax8, max_body, &hend, &end)
+    if body is None:
         return None
-    cdef Py_ssize_t hsize = <Py_ssize_t>_u32(p, h + 3)
-    cdef Py_ssize_t hend = h + 7 + hsize
-    cdef unsigned long long body_size = (<unsigned long long>_u32(p, h + 11) << 32) | _u32(p, h + 15)
-    if (p[h] != 2 or ((<int>p[h + 1] << 8) | p[h + 2]) != channel or hsize < 14
-            or hsize > fmax8 or ((<unsigned int>p[h + 7] << 8) | p[h + 8]) != 60
-            or p[h + 9] or p[h + 10] or body_size > max_body or hend >= n or p[hend] != 206):
-        return None
-    cdef Py_ssize_t q, bend, blen = <Py_ssize_t>body_size
-    if blen:
-        q = hend + 1
-        bend = q + 7 + blen
-        if (bend >= n or blen > fmax8 or p[q] != 3
-                or ((<int>p[q + 1] << 8) | p[q + 2]) != channel
-                or <Py_ssize_t>_u32(p, q + 3) != blen or p[bend] != 206):
-            return None
-        body = PyBytes_FromStringAndSize(<const char*>p + q + 7, blen)
-        end = bend + 1
-    else:
-        body = b""
-        end = hend + 1
     try:
         exchange = PyUnicode_DecodeUTF8(<const char*>p + o + 1, o2 - o - 1, NULL)
         routing_key = PyUnicode_DecodeUTF8(<const char*>p + o2 + 1, o3 - o2 - 1, NULL)
