@@ -92,16 +92,51 @@ def _http_json(url: str, timeout: float = 2.0) -> dict:
 
 
 def _is_spark_daemon(pid: int) -> bool:
-    """True when ``pid`` runs and is a Spark master/worker JVM (a reused pid is not touched)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+    """True when ``pid`` runs and is a Spark master/worker JVM (a reused pid is not touched).
+
+    An empty ``/proc/<pid>/cmdline`` is not taken for an exit: the kernel shows it empty while
+    the process is inside ``execve`` (``spark-class`` is a bash script that ends in ``exec
+    java``), as well as for a zombie. So an empty one is read again until the process shows its
+    arguments or ``/proc/<pid>/stat`` says it is a zombie (``Z``/``X``) or gone; CI once took a
+    worker caught mid-exec for one that "exited while starting", with an empty log.
+    """
+    for _ in range(40):  # at most ~2 s of an exec in progress
         try:
-            os.kill(pid, 0)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return False
+            return True  # no /proc (macOS): trust the state file
+        if cmdline:
+            return b"org.apache.spark.deploy." in cmdline
+        if _proc_state(pid) in (None, "Z", "X"):
             return False
-        return True  # no /proc (macOS): trust the state file
-    return b"org.apache.spark.deploy." in cmdline
+        time.sleep(0.05)
+    return False
+
+
+def _proc_state(pid: int) -> str | None:
+    """The one-letter state of ``/proc/<pid>/stat`` (``R``, ``S``, ``Z``...); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2:]  # the command name in parentheses may hold spaces
+    return rest[:1] or None
+
+
+def _exit_status(pid: int) -> int | None:
+    """The exit code of our child ``pid`` once it has exited (negative: killed by that signal);
+    None while it runs or when it is not our child."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if done == 0:
+        return None
+    return os.waitstatus_to_exitcode(status)
 
 
 @dataclass
@@ -263,10 +298,12 @@ class StandaloneCluster:
         deadline = time.monotonic() + timeout
         alive = 0
         while time.monotonic() < deadline:
-            dead = [n for n, pid in self.pids.items() if not _is_spark_daemon(pid)]
-            if dead:
-                raise ClusterError(f"Spark {dead[0]} exited while starting:\n"
-                                   + self._log_tail(dead[0]))
+            # our children: waitpid is the truth (a /proc look can catch one inside execve)
+            for name, pid in self.pids.items():
+                code = _exit_status(pid)
+                if code is not None:
+                    raise ClusterError(f"Spark {name} exited while starting (exit code {code}):\n"
+                                       + self._log_tail(name))
             alive = self.alive_workers()
             if alive >= self.workers:
                 return
