@@ -68,18 +68,43 @@ def _run_demo(out: Path, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def job_run(tmp_path_factory):
-    """Run ``flight_delays.py --demo --limit 20000`` once; returns (process, output dir)."""
-    out = tmp_path_factory.mktemp("flight-delays")
-    return _run_demo(out, "--max-per-trigger", "12000"), out
+def demo_runs(request, tmp_path_factory):
+    """The module's two demo runs, started at the same time in two threads (each its own
+    embedded broker on a free port and its own Spark): ``{"queue"|"stream": (Future of the
+    finished process, output dir)}``. Each run spends much of its time starting a JVM, loading
+    the flights and waiting for triggers, so the two overlap instead of taking turns (CI time).
+    A run no selected test uses is not started."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    used = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    runs = {"queue": ("job_run", "flight-delays", ("--max-per-trigger", "12000")),
+            "stream": ("stream_run", "flight-delays-stream", ("--stream",))}
+    pool = ThreadPoolExecutor(2, thread_name_prefix="flight-demo")
+    started = {}
+    for kind, (fixture, folder, extra) in runs.items():
+        if fixture in used:
+            out = tmp_path_factory.mktemp(folder)
+            started[kind] = (pool.submit(_run_demo, out, *extra), out)
+    try:
+        yield started
+    finally:
+        pool.shutdown(wait=True)
 
 
 @pytest.fixture(scope="module")
-def stream_run(tmp_path_factory):
+def job_run(demo_runs):
+    """``flight_delays.py --demo --limit 20000 --max-per-trigger 12000``, run once; returns
+    (process, output dir)."""
+    future, out = demo_runs["queue"]
+    return future.result(), out
+
+
+@pytest.fixture(scope="module")
+def stream_run(demo_runs):
     """``flight_delays.py --demo --stream --limit 20000``: the flights written to a super
     stream of 3 partitions by the sink, read in stream mode; returns (process, output dir)."""
-    out = tmp_path_factory.mktemp("flight-delays-stream")
-    return _run_demo(out, "--stream"), out
+    future, out = demo_runs["stream"]
+    return future.result(), out
 
 
 def check_demo_run(proc, out: Path) -> dict:
