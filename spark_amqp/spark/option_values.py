@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Type, Union
 
 __all__ = ["OptionErrors", "BOOLEANS", "LENIENT_BOOLEANS", "parse_int", "parse_float",
-           "parse_bool", "parse_choice"]
+           "parse_bool", "parse_choice", "parse_names"]
 
 #: the boolean spellings of the source: ``true`` / ``false`` (any case)
 BOOLEANS: Mapping[str, bool] = {"true": True, "false": False}
@@ -152,3 +152,26 @@ def parse_choice(opts: Mapping[str, Any], key: str, errors: OptionErrors,
     if spelling not in choices:
         raise errors.invalid(key, raw, " | ".join(shown if shown is not None else choices))
     return choices[spelling] if isinstance(choices, Mapping) else spelling
+
+
+def parse_names(opts: Mapping[str, Any], key: str, errors: OptionErrors, *, noun: str,
+                default: Optional[tuple] = None) -> Optional[tuple]:
+    """Option ``key`` as comma-separated names (``"a, b"`` -> ``("a", "b")``, each stripped),
+    e.g. queue or stream names; ``default`` when absent.
+
+    ``noun``: what a name names (``"queue"``), in the errors. Raises ``errors.error`` for an
+    empty name, a name listed twice, or a name over 255 UTF-8 bytes (an AMQP shortstr; that
+    error shows the name rather than the whole value).
+    """
+    raw = opts.get(key.lower())
+    if raw is None:
+        return default
+    names = tuple(n.strip() for n in str(raw).split(","))
+    if any(not n for n in names):
+        raise errors.invalid(key, raw, f"one or more non-empty {noun} names separated by commas")
+    if len(set(names)) != len(names):
+        raise errors.invalid(key, raw, f"distinct {noun} names (a {noun} is listed twice)")
+    for n in names:
+        if len(n.encode()) > 255:
+            raise errors.invalid(key, n, f"{noun} names of at most 255 bytes (a shortstr)")
+    return names

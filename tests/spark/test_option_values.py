@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_amqp.spark.option_values import (BOOLEANS, LENIENT_BOOLEANS, OptionErrors,
-                                            parse_bool, parse_choice, parse_float, parse_int)
+                                            parse_bool, parse_choice, parse_float, parse_int,
+                                            parse_names)
 
 SETTINGS = settings(max_examples=300, deadline=None)
 
@@ -222,3 +223,41 @@ def test_choice_accepts_exactly_the_listed_spellings(choices, raw):
         with pytest.raises(MyError) as ei:
             parse_choice(opts, "messageId", SINK, tuple(choices))
         assert str(ei.value).endswith("allowed: " + " | ".join(choices))
+
+
+# -- comma-separated names ------------------------------------------------------------------
+
+def test_names_split_strip_and_refuse_empty_repeated_or_long_names():
+    assert parse_names({}, "queues", SOURCE, noun="queue") is None
+    assert parse_names({}, "queues", SOURCE, noun="queue", default=()) == ()
+    assert parse_names({"queues": " a , b ,c"}, "queues", SOURCE, noun="queue") == \
+        ("a", "b", "c")
+    assert parse_names({"stream": "é" * 127}, "stream", SOURCE, noun="stream") == ("é" * 127,)
+    with pytest.raises(MyError) as ei:
+        parse_names({"queues": "a,,b"}, "queues", SOURCE, noun="queue")
+    assert str(ei.value) == ("Invalid value 'a,,b' for option 'queues' of the amqp source: "
+                             "allowed values are one or more non-empty queue names separated "
+                             "by commas.")
+    with pytest.raises(MyError) as ei:
+        parse_names({"stream": "a, a"}, "stream", SINK, noun="stream")
+    assert str(ei.value) == ("option stream='a, a' is not allowed; allowed: distinct stream "
+                             "names (a stream is listed twice)")
+    long = "é" * 128   # 256 UTF-8 bytes: the error shows that name, not the whole value
+    with pytest.raises(MyError) as ei:
+        parse_names({"queue": f"ok,{long}"}, "queue", SOURCE, noun="queue")
+    assert str(ei.value) == (f"Invalid value {long!r} for option 'queue' of the amqp source: "
+                             "allowed values are queue names of at most 255 bytes (a shortstr).")
+
+
+@SETTINGS
+@given(names=st.lists(st.text(alphabet="abé-. ", max_size=4), min_size=1, max_size=5))
+def test_names_accept_exactly_distinct_non_empty_shortstrs(names):
+    raw = ",".join(names)
+    stripped = [n.strip() for n in names]
+    ok = (all(stripped) and len(set(stripped)) == len(stripped)
+          and all(len(n.encode()) <= 255 for n in stripped))
+    if ok:
+        assert parse_names({"queues": raw}, "queues", SOURCE, noun="queue") == tuple(stripped)
+    else:
+        with pytest.raises(MyError, match="option 'queues'"):
+            parse_names({"queues": raw}, "queues", SOURCE, noun="queue")

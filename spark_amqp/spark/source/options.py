@@ -88,7 +88,7 @@ from typing import Mapping
 
 from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
-from ..option_values import OptionErrors, parse_bool, parse_float, parse_int
+from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, parse_names
 
 __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",
            "MAX_PREFETCH_PER_CONSUMER"]
@@ -213,20 +213,10 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     if "queue" in o and "queues" in o:
         raise ValueError("Options 'queue' and 'queues' of the amqp source are exclusive: "
                          "give one queue in 'queue' or a comma-separated list in 'queues'.")
-    key = "queues" if "queues" in o else "queue"
-    raw_queues = o.get(key)
-    if raw_queues is None:
+    queues = parse_names(o, "queues" if "queues" in o else "queue", _ERRORS, noun="queue")
+    if queues is None:
         raise ValueError("The amqp source needs option 'queue' (one queue name) or 'queues' "
                          "(comma-separated queue names).")
-    queues = tuple(q.strip() for q in str(raw_queues).split(","))
-    if not queues or any(not q for q in queues):
-        raise _ERRORS.invalid(key, raw_queues,
-                              "one or more non-empty queue names separated by commas")
-    if len(set(queues)) != len(queues):
-        raise _ERRORS.invalid(key, raw_queues, "distinct queue names (a queue is listed twice)")
-    for q in queues:
-        if len(q.encode()) > 255:
-            raise _ERRORS.invalid(key, q, "queue names of at most 255 bytes (a shortstr)")
 
     max_trigger = parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1, default=None)
     max_part = parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,

@@ -52,7 +52,8 @@ from typing import Any, Mapping
 
 from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
     parse_uri_option
-from ..option_values import OptionErrors, parse_bool, parse_float, parse_int
+from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, \
+    parse_names
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
            "STREAM_OPTIONS"]
@@ -188,18 +189,10 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     streams: tuple[str, ...] = ()
     super_stream = None
     if "stream" in o:
-        raw = o["stream"]
-        streams = tuple(s.strip() for s in str(raw).split(","))
-        if any(not s for s in streams):
-            raise _ERRORS.invalid("stream", raw,
+        streams = parse_names(o, "stream", _ERRORS, noun="stream")
+        if streams is None:   # a None value: from a Python caller only (Spark gives strings)
+            raise _ERRORS.invalid("stream", None,
                                   "one or more non-empty stream names separated by commas")
-        if len(set(streams)) != len(streams):
-            raise _ERRORS.invalid("stream", raw,
-                                  "distinct stream names (a stream is listed twice)")
-        for s in streams:
-            if len(s.encode()) > 255:
-                raise _ERRORS.invalid("stream", s,
-                                      "stream names of at most 255 bytes (a shortstr)")
     else:
         super_stream = str(o["superstream"]).strip()
         if not super_stream or len(super_stream.encode()) > 250:
