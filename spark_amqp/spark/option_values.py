@@ -1,5 +1,6 @@
-"""Values of the ``amqp`` data source's options: integers, numbers, booleans and choices parsed
-from Spark's option strings, and the one builder of their errors. No I/O.
+"""Values of the ``amqp`` data source's options: integers, numbers, booleans, choices and
+comma-separated names parsed from Spark's option strings, and the one builder of their errors.
+No I/O.
 
 Shared by the source (queue mode :mod:`.source.options`, stream mode
 :mod:`.source.stream_options`), the sink (:mod:`.sink.options`) and :mod:`.connection_options`.
