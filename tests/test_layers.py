@@ -5,9 +5,9 @@ Layers (the brief's and :mod:`spark_amqp`'s docstring): ``protocol`` (sans-IO co
 (source and sink, over the client) → ``cli`` → ``jobs`` → ``bench`` (the applications, each
 over the ones before it: the jobs use the CLI's flights code, the benchmarks run the job).
 Folders of the same layer are siblings and do not import each other. Inside ``spark``: ``source`` and
-``sink`` import the shared modules beside them (``schema``, ``connection_options``), never
-each other (one exception below), and the shared modules import neither; ``datasource`` and
-``import_guard`` are the entry point over both.
+``sink`` import the shared modules beside them (``schema``, ``connection_options``,
+``option_values``), never each other (one exception below), and the shared modules import
+neither; ``datasource`` and ``import_guard`` are the entry point over both.
 
 The graph is read from the source with :mod:`ast` (no module is imported), counting every
 ``import`` wherever it stands: an import inside a function is still a dependency, only a later

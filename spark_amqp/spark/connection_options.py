@@ -25,11 +25,11 @@ TLS options with a plain ``amqp://`` URI are rejected (they would be silently un
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Mapping, Type
 
 from ..client.uri import redact_uri
+from .option_values import OptionErrors, parse_choice, parse_float, parse_int
 
 __all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
            "parse_connection_options", "redact_uri"]
@@ -41,7 +41,9 @@ CONNECTION_OPTIONS = {k.lower(): k for k in (
     "connectionTimeout")}
 #: the TLS options (lower-cased), which need an ``amqps://`` URI
 TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
-_VERIFY_MODES = ("verify_peer", "verify_none", "true", "false")
+#: ``verify`` spellings -> the client's ``verify`` (ConnectionParameters.verify)
+_VERIFY_MODES = {"verify_peer": "verify_peer", "verify_none": "verify_none",
+                 "true": "verify_peer", "false": "verify_none"}
 
 
 def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueError) -> str:
@@ -81,6 +83,7 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
             verify_none | true | false; ``heartbeat`` not an integer in 0..65535;
             ``connectionTimeout`` not a finite number > 0.
     """
+    errors = OptionErrors(error)
     kw: dict[str, Any] = {}
     tls = [k for k in TLS_OPTIONS if k in opts]
     if tls and not uri.lower().startswith("amqps://"):
@@ -89,34 +92,16 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
     for k in ("cacertfile", "certfile", "keyfile"):
         if k in opts:
             kw[k] = str(opts[k])
-    if "verify" in opts:
-        raw = str(opts["verify"])
-        v = raw.strip().lower()
-        if v not in _VERIFY_MODES:
-            raise error(f"option verify={raw!r} is not allowed; allowed: "
-                        + " | ".join(_VERIFY_MODES))
-        # the client takes "verify_peer" | "verify_none" (ConnectionParameters.verify)
-        kw["verify"] = "verify_peer" if v in ("verify_peer", "true") else "verify_none"
+    verify = parse_choice(opts, "verify", errors, _VERIFY_MODES)
+    if verify is not None:
+        kw["verify"] = verify
     if "servernameindication" in opts:
         kw["server_name_indication"] = str(opts["servernameindication"])
-    if "heartbeat" in opts:
-        raw = str(opts["heartbeat"])
-        try:
-            hb = int(raw.strip())
-        except ValueError:
-            hb = -1
-        if not 0 <= hb <= 65535:
-            raise error(f"option heartbeat={raw!r} is not an integer in 0..65535 (seconds; "
-                        "0 disables heartbeats)")
-        kw["heartbeat"] = hb
-    if "connectiontimeout" in opts:
-        raw = str(opts["connectiontimeout"])
-        try:
-            secs = float(raw)
-        except ValueError:
-            secs = float("nan")
-        if not math.isfinite(secs) or secs <= 0:
-            raise error(f"option connectionTimeout={raw!r} is not allowed; allowed: a number "
-                        "of seconds > 0")
-        kw["connection_timeout"] = secs
+    heartbeat = parse_int(opts, "heartbeat", errors, minimum=0, maximum=65535,
+                          note="seconds; 0 disables heartbeats")
+    if heartbeat is not None:
+        kw["heartbeat"] = heartbeat
+    timeout = parse_float(opts, "connectionTimeout", errors)
+    if timeout is not None:
+        kw["connection_timeout"] = timeout
     return kw

@@ -50,7 +50,7 @@ def test_parse_defaults_and_values():
     ({"stream": "a", "endingoffsets": "[1]"}, "'endingOffsets'"),
     ({"stream": "a", "startingtimestamp": "yesterday"}, "'startingTimestamp'"),
     ({"stream": "a", "startingtimestamp": "1", "startingoffsets": "earliest"}, "exclusive"),
-    ({"stream": "a", "prefetch": "0"}, "'prefetch'"),
+    ({"stream": "a", "prefetch": "0"}, "'prefetch'.*1..65535"),
     ({"stream": "a", "prefetch": "70000"}, "1..65535"),
     ({"stream": "a", "maxmessagespertrigger": "0"}, "'maxMessagesPerTrigger'"),
     ({"stream": "a", "minpartitions": "x"}, "'minPartitions'"),

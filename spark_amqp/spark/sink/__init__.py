@@ -1,5 +1,6 @@
 """spark_amqp.spark.sink: the ``amqp`` sink (``df.write``, ``df.writeStream``): publish, confirmed.
-May import: the shared modules beside it (spark.schema, spark.connection_options), client, protocol.
+May import: the shared modules beside it (spark.schema, spark.connection_options,
+spark.option_values), client, protocol.
 Imported by: spark.datasource (lazily) and spark_amqp.bench.sink.
 
 :mod:`.writer` (Spark's writers; one task publishes its partition), :mod:`.options`,

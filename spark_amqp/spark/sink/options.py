@@ -72,6 +72,7 @@ from typing import Mapping, Optional
 
 from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
+from ..option_values import LENIENT_BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_int
 
 __all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS",
            "MESSAGE_ID_MODES", "ON_RETURN_MODES"]
@@ -112,8 +113,9 @@ def _source_only_options() -> frozenset:
 
 SOURCE_ONLY_OPTIONS = _source_only_options()
 
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
+_ERRORS = OptionErrors(SinkOptionError)
+#: deliveryMode spellings -> AMQP delivery-mode (the error lists all but non-persistent)
+_DELIVERY_MODES = {"1": 1, "transient": 1, "non-persistent": 1, "2": 2, "persistent": 2}
 
 
 @dataclass(frozen=True)
@@ -145,43 +147,6 @@ class SinkOptions:
         return dict(self.connect_kwargs)
 
 
-def _bool(name: str, raw: str) -> bool:
-    v = raw.strip().lower()
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise SinkOptionError(f"option {name}={raw!r} is not a boolean; allowed: true | false")
-
-
-def _int(name: str, raw: str, minimum: int, maximum: Optional[int] = None) -> int:
-    try:
-        v = int(raw.strip())
-    except ValueError:
-        v = None
-    if v is None or v < minimum or (maximum is not None and v > maximum):
-        bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-        raise SinkOptionError(f"option {name}={raw!r} is not an integer in {bound}")
-    return v
-
-
-def _choice(name: str, raw: str, allowed: tuple) -> str:
-    v = raw.strip().lower()
-    if v not in allowed:
-        raise SinkOptionError(f"option {name}={raw!r} is not allowed; allowed: "
-                              + " | ".join(allowed))
-    return v
-
-
-def _delivery_mode(raw: str) -> int:
-    v = raw.strip().lower()
-    table = {"1": 1, "transient": 1, "non-persistent": 1, "2": 2, "persistent": 2}
-    if v not in table:
-        raise SinkOptionError(f"option deliveryMode={raw!r} is not allowed; allowed: "
-                              "1 | transient | 2 | persistent")
-    return table[v]
-
-
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate the data source options for a write and return :class:`SinkOptions`.
 
@@ -209,26 +174,22 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         log.warning("amqp sink: source-only option(s) %s have no effect on a write",
                     ", ".join(ignored))
     uri = parse_uri_option(opts, SinkOptionError)
-    on_return = _choice("onReturn", opts["onreturn"], ON_RETURN_MODES) if "onreturn" in opts \
-        else "fail"
-    mandatory = _bool("mandatory", opts["mandatory"]) if "mandatory" in opts else False
-    delivery_mode = _delivery_mode(opts["deliverymode"]) if "deliverymode" in opts else None
-    max_in_flight = _int("maxInFlight", opts["maxinflight"], 1) if "maxinflight" in opts \
-        else 10000
-    timeout_ms = _int("confirmTimeoutMs", opts["confirmtimeoutms"], 1) \
-        if "confirmtimeoutms" in opts else 60000
-    blocked_ms = _int("blockedTimeoutMs", opts["blockedtimeoutms"], 1) \
-        if "blockedtimeoutms" in opts else 30000
-    declare = _bool("declareExchange", opts["declareexchange"]) \
-        if "declareexchange" in opts else False
+    on_return = parse_choice(opts, "onReturn", _ERRORS, ON_RETURN_MODES, default="fail")
+    mandatory = parse_bool(opts, "mandatory", _ERRORS, default=False, spellings=LENIENT_BOOLEANS)
+    delivery_mode = parse_choice(opts, "deliveryMode", _ERRORS, _DELIVERY_MODES,
+                                 shown=("1", "transient", "2", "persistent"))
+    max_in_flight = parse_int(opts, "maxInFlight", _ERRORS, minimum=1, default=10000)
+    timeout_ms = parse_int(opts, "confirmTimeoutMs", _ERRORS, minimum=1, default=60000)
+    blocked_ms = parse_int(opts, "blockedTimeoutMs", _ERRORS, minimum=1, default=30000)
+    declare = parse_bool(opts, "declareExchange", _ERRORS, default=False,
+                         spellings=LENIENT_BOOLEANS)
     ex_type = opts.get("exchangetype", "direct").strip().lower() or "direct"
     if ex_type not in _BUILTIN_EXCHANGE_TYPES and not ex_type.startswith("x-"):
-        raise SinkOptionError(f"option exchangeType={opts['exchangetype']!r} is not allowed; "
-                              "allowed: direct | fanout | topic | headers | x-<plugin type>")
-    durable = _bool("exchangeDurable", opts["exchangedurable"]) \
-        if "exchangedurable" in opts else True
-    message_id = _choice("messageId", opts["messageid"], MESSAGE_ID_MODES) \
-        if "messageid" in opts else "auto"
+        raise _ERRORS.invalid("exchangeType", opts["exchangetype"],
+                              "direct | fanout | topic | headers | x-<plugin type>")
+    durable = parse_bool(opts, "exchangeDurable", _ERRORS, default=True,
+                         spellings=LENIENT_BOOLEANS)
+    message_id = parse_choice(opts, "messageId", _ERRORS, MESSAGE_ID_MODES, default="auto")
     exchange = opts.get("exchange")
     routing_key = opts.get("routingkey")
     for name, val in (("exchange", exchange), ("routingKey", routing_key)):
@@ -246,8 +207,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if super_stream is not None:
         super_stream = super_stream.strip()
         if not super_stream or len(super_stream.encode("utf-8")) > 250:
-            raise SinkOptionError(f"option superStream={opts['superstream']!r} is not allowed; "
-                                  "allowed: a super stream name of 1..250 UTF-8 bytes")
+            raise _ERRORS.invalid("superStream", opts["superstream"],
+                                  "a super stream name of 1..250 UTF-8 bytes")
         if exchange is not None or declare:
             raise SinkOptionError("option superStream publishes to the partition streams "
                                   "through the default exchange: remove the option exchange "

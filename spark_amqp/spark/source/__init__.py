@@ -1,5 +1,6 @@
 """spark_amqp.spark.source: the ``amqp`` source (``readStream``, ``read``) of queues and streams.
-May import: the shared modules beside it (spark.schema, spark.connection_options), client, protocol.
+May import: the shared modules beside it (spark.schema, spark.connection_options,
+spark.option_values), client, protocol.
 Imported by: spark.datasource (lazily), spark.sink.options (option names), spark_amqp.bench.
 
 Queue mode (files without a prefix): :mod:`.reader` (``AmqpStreamReader``; the driver consumes

@@ -83,12 +83,12 @@ which reopens the window; ``commit(end)`` is not needed for progress.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
+from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, parse_names
 
 __all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",
            "MAX_PREFETCH_PER_CONSUMER"]
@@ -108,7 +108,6 @@ DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 #: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
-_BOOL = {"true": True, "false": False}
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.
 KNOWN_OPTIONS = {**{
     k.lower(): k for k in (
@@ -122,46 +121,7 @@ KNOWN_OPTIONS = {**{
 #: Options the sink understands and the source ignores are not accepted here: the source fails on
 #: any option not in KNOWN_OPTIONS, so typos surface at load()/start().
 
-
-def _err(name: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"Invalid value {value!r} for option '{name}' of the amqp source: "
-                      f"allowed values are {allowed}.")
-
-
-def _int(opts: Mapping[str, str], key: str, *, minimum: int, default: int | None) -> int | None:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise _err(key, raw, f"an integer >= {minimum}") from None
-    if value < minimum:
-        raise _err(key, raw, f"an integer >= {minimum}")
-    return value
-
-
-def _float(opts: Mapping[str, str], key: str, *, default: float | None) -> float | None:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise _err(key, raw, "a number of seconds > 0") from None
-    if not math.isfinite(value) or value <= 0:
-        raise _err(key, raw, "a number of seconds > 0")
-    return value
-
-
-def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    value = _BOOL.get(str(raw).strip().lower())
-    if value is None:
-        raise _err(key, raw, "true or false")
-    return value
+_ERRORS = OptionErrors(ValueError, subject="the amqp source")
 
 
 @dataclass(frozen=True)
@@ -253,24 +213,16 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     if "queue" in o and "queues" in o:
         raise ValueError("Options 'queue' and 'queues' of the amqp source are exclusive: "
                          "give one queue in 'queue' or a comma-separated list in 'queues'.")
-    key = "queues" if "queues" in o else "queue"
-    raw_queues = o.get(key)
-    if raw_queues is None:
+    queues = parse_names(o, "queues" if "queues" in o else "queue", _ERRORS, noun="queue")
+    if queues is None:
         raise ValueError("The amqp source needs option 'queue' (one queue name) or 'queues' "
                          "(comma-separated queue names).")
-    queues = tuple(q.strip() for q in str(raw_queues).split(","))
-    if not queues or any(not q for q in queues):
-        raise _err(key, raw_queues, "one or more non-empty queue names separated by commas")
-    if len(set(queues)) != len(queues):
-        raise _err(key, raw_queues, "distinct queue names (a queue is listed twice)")
-    for q in queues:
-        if len(q.encode()) > 255:
-            raise _err(key, q, "queue names of at most 255 bytes (a shortstr)")
 
-    max_trigger = _int(o, "maxMessagesPerTrigger", minimum=1, default=None)
-    max_part = _int(o, "maxMessagesPerPartition", minimum=1, default=DEFAULT_MAX_PER_PARTITION)
+    max_trigger = parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1, default=None)
+    max_part = parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
+                         default=DEFAULT_MAX_PER_PARTITION)
     share = None if max_trigger is None else -(-max_trigger // len(queues))
-    prefetch = _int(o, "prefetch", minimum=0, default=default_prefetch(share))
+    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=0, default=default_prefetch(share))
 
     raw_args = o.get("queuearguments")
     queue_arguments: dict = {}
@@ -278,11 +230,11 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         try:
             queue_arguments = json.loads(raw_args)
         except (TypeError, ValueError):
-            raise _err("queueArguments", raw_args,
-                       'a JSON object, e.g. {"x-queue-type": "quorum"}') from None
+            raise _ERRORS.invalid("queueArguments", raw_args,
+                                  'a JSON object, e.g. {"x-queue-type": "quorum"}') from None
         if not isinstance(queue_arguments, dict):
-            raise _err("queueArguments", raw_args,
-                       'a JSON object, e.g. {"x-queue-type": "quorum"}')
+            raise _ERRORS.invalid("queueArguments", raw_args,
+                                  'a JSON object, e.g. {"x-queue-type": "quorum"}')
 
     return SourceOptions(
         uri=uri,
@@ -290,21 +242,23 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         prefetch=prefetch,
         max_messages_per_trigger=max_trigger,
         max_messages_per_partition=max_part,
-        max_bytes_per_trigger=_int(o, "maxBytesPerTrigger", minimum=1,
-                                   default=DEFAULT_MAX_BYTES_PER_TRIGGER),
-        max_bytes_per_partition=_int(o, "maxBytesPerPartition", minimum=1,
-                                     default=DEFAULT_MAX_BYTES_PER_PARTITION),
-        max_buffered_bytes=_int(o, "maxBufferedBytes", minimum=1,
-                                default=DEFAULT_MAX_BUFFERED_BYTES),
-        max_inline_bytes_per_trigger=_int(o, "maxInlineBytesPerTrigger", minimum=0,
-                                          default=DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER),
-        max_message_bytes=_int(o, "maxMessageBytes", minimum=1,
-                               default=DEFAULT_MAX_MESSAGE_BYTES),
-        include_headers=_bool(o, "includeHeaders", True),
-        declare=_bool(o, "declare", False),
-        durable=_bool(o, "durable", True),
+        max_bytes_per_trigger=parse_int(o, "maxBytesPerTrigger", _ERRORS, minimum=1,
+                                        default=DEFAULT_MAX_BYTES_PER_TRIGGER),
+        max_bytes_per_partition=parse_int(o, "maxBytesPerPartition", _ERRORS, minimum=1,
+                                          default=DEFAULT_MAX_BYTES_PER_PARTITION),
+        max_buffered_bytes=parse_int(o, "maxBufferedBytes", _ERRORS, minimum=1,
+                                     default=DEFAULT_MAX_BUFFERED_BYTES),
+        max_inline_bytes_per_trigger=parse_int(o, "maxInlineBytesPerTrigger", _ERRORS,
+                                               minimum=0,
+                                               default=DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER),
+        max_message_bytes=parse_int(o, "maxMessageBytes", _ERRORS, minimum=1,
+                                    default=DEFAULT_MAX_MESSAGE_BYTES),
+        include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
+        declare=parse_bool(o, "declare", _ERRORS, default=False),
+        durable=parse_bool(o, "durable", _ERRORS, default=True),
         queue_arguments=queue_arguments,
         connection=connection,
-        fail_on_data_loss=_bool(o, "failOnDataLoss", True),
-        available_now_idle_timeout=_float(o, "availableNowIdleTimeout", default=5.0),
+        fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
+        available_now_idle_timeout=parse_float(o, "availableNowIdleTimeout", _ERRORS,
+                                               default=5.0),
     )

@@ -52,6 +52,8 @@ from typing import Any, Mapping
 
 from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
     parse_uri_option
+from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, \
+    parse_names
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
            "STREAM_OPTIONS"]
@@ -69,41 +71,13 @@ STREAM_OPTIONS = {**{k.lower(): k for k in (
     "prefetch", "includeHeaders", "readTimeout",
 )}, **CONNECTION_OPTIONS}
 
-_BOOL = {"true": True, "false": False}
+_ERRORS = OptionErrors(ValueError, subject="the amqp source (stream mode)")
 
 
 def is_stream_mode(opts: Mapping[str, str]) -> bool:
     """True when the options ask for stream mode (``stream`` or ``superStream`` given)."""
     keys = {str(k).lower() for k in opts}
     return "stream" in keys or "superstream" in keys
-
-
-def _err(name: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"Invalid value {value!r} for option '{name}' of the amqp source "
-                      f"(stream mode): allowed values are {allowed}.")
-
-
-def _int(o: Mapping[str, str], key: str, minimum: int, default):
-    raw = o.get(key.lower())
-    if raw is None:
-        return default
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise _err(key, raw, f"an integer >= {minimum}") from None
-    if v < minimum:
-        raise _err(key, raw, f"an integer >= {minimum}")
-    return v
-
-
-def _bool(o: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = o.get(key.lower())
-    if raw is None:
-        return default
-    v = _BOOL.get(str(raw).strip().lower())
-    if v is None:
-        raise _err(key, raw, "true or false")
-    return v
 
 
 def parse_offsets_spec(key: str, raw: str | None, streams: tuple[str, ...] | None):
@@ -125,13 +99,13 @@ def parse_offsets_spec(key: str, raw: str | None, streams: tuple[str, ...] | Non
     try:
         spec = json.loads(s)
     except ValueError:
-        raise _err(key, raw, allowed) from None
+        raise _ERRORS.invalid(key, raw, allowed) from None
     if not isinstance(spec, dict) or not spec:
-        raise _err(key, raw, allowed)
+        raise _ERRORS.invalid(key, raw, allowed)
     out = {}
     for name, off in spec.items():
         if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST:
-            raise _err(key, raw, allowed)
+            raise _ERRORS.invalid(key, raw, allowed)
         out[str(name)] = off
     if streams is not None:
         check_spec_streams(key, out, streams)
@@ -215,55 +189,34 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     streams: tuple[str, ...] = ()
     super_stream = None
     if "stream" in o:
-        raw = o["stream"]
-        streams = tuple(s.strip() for s in str(raw).split(","))
-        if any(not s for s in streams):
-            raise _err("stream", raw, "one or more non-empty stream names separated by commas")
-        if len(set(streams)) != len(streams):
-            raise _err("stream", raw, "distinct stream names (a stream is listed twice)")
-        for s in streams:
-            if len(s.encode()) > 255:
-                raise _err("stream", s, "stream names of at most 255 bytes (a shortstr)")
+        streams = parse_names(o, "stream", _ERRORS, noun="stream")
+        if streams is None:   # a None value: from a Python caller only (Spark gives strings)
+            raise _ERRORS.invalid("stream", None,
+                                  "one or more non-empty stream names separated by commas")
     else:
         super_stream = str(o["superstream"]).strip()
         if not super_stream or len(super_stream.encode()) > 250:
-            raise _err("superStream", o["superstream"],
-                       "a non-empty super stream name of at most 250 bytes")
+            raise _ERRORS.invalid("superStream", o["superstream"],
+                                  "a non-empty super stream name of at most 250 bytes")
 
     known = streams if streams else None
     starting = parse_offsets_spec("startingOffsets", o.get("startingoffsets"), known)
     ending = parse_offsets_spec("endingOffsets", o.get("endingoffsets"), known)
-    ts = None
-    if "startingtimestamp" in o:
-        raw = o["startingtimestamp"]
-        try:
-            ts = int(str(raw).strip())
-        except ValueError:
-            ts = -1
-        if ts < 0:
-            raise _err("startingTimestamp", raw, "milliseconds since the epoch (an integer >= 0)")
-        if starting is not None:
-            raise ValueError("Options 'startingOffsets' and 'startingTimestamp' of the amqp "
-                             "source are exclusive: give one of them.")
-    prefetch = _int(o, "prefetch", 1, DEFAULT_PREFETCH)
-    if prefetch > 65535:
-        raise _err("prefetch", o["prefetch"], "an integer in 1..65535 (basic.qos prefetch-count)")
-    raw_rt = o.get("readtimeout")
-    read_timeout = DEFAULT_READ_TIMEOUT
-    if raw_rt is not None:
-        try:
-            read_timeout = float(str(raw_rt).strip())
-        except ValueError:
-            read_timeout = -1.0
-        if not 0 < read_timeout < float("inf"):
-            raise _err("readTimeout", raw_rt, "a number of seconds > 0")
+    ts = parse_int(o, "startingTimestamp", _ERRORS, minimum=0,
+                   note="milliseconds since the epoch")
+    if ts is not None and starting is not None:
+        raise ValueError("Options 'startingOffsets' and 'startingTimestamp' of the amqp "
+                         "source are exclusive: give one of them.")
+    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=1, maximum=65535,
+                         default=DEFAULT_PREFETCH, note="basic.qos prefetch-count")
+    read_timeout = parse_float(o, "readTimeout", _ERRORS, default=DEFAULT_READ_TIMEOUT)
     return StreamOptions(
         uri=uri, streams=streams, super_stream=super_stream, starting=starting,
         starting_timestamp_ms=ts, ending=ending,
-        fail_on_data_loss=_bool(o, "failOnDataLoss", True),
-        max_messages_per_trigger=_int(o, "maxMessagesPerTrigger", 1, None),
-        min_partitions=_int(o, "minPartitions", 1, None),
-        max_messages_per_partition=_int(o, "maxMessagesPerPartition", 1,
-                                        DEFAULT_MAX_PER_PARTITION),
-        prefetch=prefetch, include_headers=_bool(o, "includeHeaders", True),
+        fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
+        max_messages_per_trigger=parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1),
+        min_partitions=parse_int(o, "minPartitions", _ERRORS, minimum=1),
+        max_messages_per_partition=parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
+                                             default=DEFAULT_MAX_PER_PARTITION),
+        prefetch=prefetch, include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
         read_timeout=read_timeout, connection=connection)
