@@ -33,7 +33,8 @@ from typing import Any
 from . import values as _values
 from .errors import AMQPSyntaxError, FrameError
 
-__all__ = ["BasicProperties", "PROPERTIES", "decode_properties", "properties_decoder"]
+__all__ = ["BasicProperties", "PROPERTIES", "decode_properties", "properties_decoder",
+           "EncodedProperties", "encode_delivery_mode_and_ids", "property_flag"]
 
 PROPERTIES: tuple[tuple[str, str], ...] = (
     ("content_type", "shortstr"),
@@ -305,3 +306,62 @@ def _specialised(flags: int):
     ns = dict(_NS)
     exec(compile(_specialised_source(flags), f"<amqp basic properties {flags:#06x}>", "exec"), ns)
     return ns["decode_properties"]
+
+
+def property_flag(name: str) -> int:
+    """The flag bit of property ``name`` in the first property-flags short (``content_type``
+    0x8000 ... ``cluster_id`` 0x0004; 0-9-1 §4.2.6.1, the table above). Raises KeyError."""
+    return 1 << (15 - _NAMES.index(name)) if name in _NAMES else _missing(name)
+
+
+def _missing(name: str) -> int:
+    raise KeyError(f"no basic property named {name!r}")
+
+
+class EncodedProperties:
+    """Basic properties already encoded (property flags + values, AMQP 0-9-1 §4.2.6.1).
+
+    Duck-types :class:`BasicProperties` for a publish path, which only calls :meth:`encode`:
+    a batch of messages with the same properties, or properties built by
+    :func:`encode_delivery_mode_and_ids`, shares encoded bytes instead of a
+    ``BasicProperties`` per message. ``raw``: bytes.
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes):
+        self.raw = raw
+
+    def encode(self) -> bytes:
+        """The encoded property list (bytes)."""
+        return self.raw
+
+    def __repr__(self) -> str:
+        return f"EncodedProperties({self.raw!r})"
+
+
+def encode_delivery_mode_and_ids(delivery_mode: int, message_ids: list[bytes] | None, n: int):
+    """``n`` messages' properties ``delivery_mode`` (+ ``message_id``, one per message, when
+    ``message_ids``: a list of ``n`` UTF-8 encoded ids), pre-encoded: one shared
+    :class:`EncodedProperties` (an iterable of ``n``) when there are no ids, else a list of ``n``.
+
+    Equal, byte for byte, to ``BasicProperties(delivery_mode=dm, message_id=id).encode()``
+    (tests/spark/test_sink_unit.py); no ``BasicProperties`` object per message (the sink's
+    fast path, about a third of its per-row cost). Raises AMQPSyntaxError (502) for a
+    ``delivery_mode`` outside 0-255 or an id over 255 bytes (an AMQP shortstr): a caller that
+    can name the row checks that first.
+    """
+    from itertools import repeat
+
+    if not 0 <= delivery_mode <= 255:
+        raise AMQPSyntaxError(f"delivery_mode {delivery_mode} is not an octet (0-255)")
+    if message_ids is None:
+        return repeat(EncodedProperties(struct.pack(">HB", _DELIVERY_MODE_FLAG, delivery_mode)), n)
+    if max(map(len, message_ids), default=0) > 255:
+        raise AMQPSyntaxError("a message_id is over 255 bytes (an AMQP shortstr)")
+    head = struct.pack(">HB", _DELIVERY_MODE_FLAG | _MESSAGE_ID_FLAG, delivery_mode)
+    return [EncodedProperties(b"%b%c%b" % (head, len(b), b)) for b in message_ids]
+
+
+_DELIVERY_MODE_FLAG = property_flag("delivery_mode")
+_MESSAGE_ID_FLAG = property_flag("message_id")

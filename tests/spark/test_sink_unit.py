@@ -223,7 +223,7 @@ def test_convert_message_id_none_and_column():
 
 
 def test_fast_path_bytes_equal_basic_properties_encoding():
-    from spark_amqp.spark.sink.convert import EncodedProperties
+    from spark_amqp.protocol.properties import EncodedProperties
 
     plan = _plan([("body", BinaryType())], deliverymode="1")
     b = pa.RecordBatch.from_pydict({"body": pa.array([b"x"] * 3, pa.binary())})

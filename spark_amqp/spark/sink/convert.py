@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Optional
 
+from ...protocol.properties import encode_delivery_mode_and_ids
 from .. import schema as S
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
@@ -267,7 +268,7 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
     Returns:
         list of ``(body: bytes, exchange: str, routing_key: str, properties, mandatory: bool)``,
         one per row, in row order; ``properties`` is a ``BasicProperties`` or, on the fast path
-        (no property column besides ``message_id``), an :class:`EncodedProperties` with the
+        (no property column besides ``message_id``), an :class:`~spark_amqp.protocol.properties.EncodedProperties` with the
         same encoding.
 
     Raises:
@@ -372,47 +373,12 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
     return list(zip(bodies, exchanges, keys, properties, repeat(plan.mandatory, n)))
 
 
-class EncodedProperties:
-    """Basic properties already encoded (property flags + values, AMQP 0-9-1 §4.2.6.1).
-
-    Duck-types :class:`~spark_amqp.protocol.BasicProperties` for the client's publish path,
-    which only calls :meth:`encode`; used by the sink's fast path to skip building a
-    ``BasicProperties`` per row. ``raw``: bytes.
-    """
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: bytes):
-        self.raw = raw
-
-    def encode(self) -> bytes:
-        """The encoded property list (bytes)."""
-        return self.raw
-
-    def __repr__(self) -> str:
-        return f"EncodedProperties({self.raw!r})"
-
-
-# property flag bits (BasicProperties: content_type is bit 15)
-_FLAG_DELIVERY_MODE = 1 << 12
-_FLAG_MESSAGE_ID = 1 << 7
-
-
 def _fast_properties(delivery_mode: int, ids: Optional[list], n: int):
     """Properties ``delivery_mode`` (+ ``message_id`` per row when ``ids``, a list of UTF-8
-    bytes), pre-encoded as :class:`EncodedProperties`.
-
-    Equal, byte for byte, to ``BasicProperties(delivery_mode=dm, message_id=id).encode()``
-    (checked by a unit test). Raises SinkDataError for an id over 255 bytes (AMQP shortstr).
-    """
-    import struct
-
-    if ids is None:
-        const = EncodedProperties(struct.pack(">HB", _FLAG_DELIVERY_MODE, delivery_mode))
-        return repeat(const, n)
-    if max(map(len, ids), default=0) > 255:
+    bytes), pre-encoded (:func:`~spark_amqp.protocol.properties.encode_delivery_mode_and_ids`).
+    Raises SinkDataError, naming the row, for an id over 255 bytes (AMQP shortstr)."""
+    if ids is not None and max(map(len, ids), default=0) > 255:
         bad = next(i for i, b in enumerate(ids) if len(b) > 255)
         raise SinkDataError(f"column `message_id` is {len(ids[bad])} UTF-8 bytes at row {bad} "
                             "of the batch; AMQP short strings allow at most 255")
-    head = struct.pack(">HB", _FLAG_DELIVERY_MODE | _FLAG_MESSAGE_ID, delivery_mode)
-    return [EncodedProperties(b"%b%c%b" % (head, len(b), b)) for b in ids]
+    return encode_delivery_mode_and_ids(delivery_mode, ids, n)
