@@ -268,8 +268,8 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
     Returns:
         list of ``(body: bytes, exchange: str, routing_key: str, properties, mandatory: bool)``,
         one per row, in row order; ``properties`` is a ``BasicProperties`` or, on the fast path
-        (no property column besides ``message_id``), an :class:`~spark_amqp.protocol.properties.EncodedProperties` with the
-        same encoding.
+        (no property column besides ``message_id``), an
+        :class:`~spark_amqp.protocol.properties.EncodedProperties` with the same encoding.
 
     Raises:
         SinkDataError: a null body, an out-of-range octet, a short string over 255 bytes, a
