@@ -28,8 +28,17 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Type
 
-from ..client.uri import redact_uri
 from .option_values import OptionErrors, parse_choice, parse_float, parse_int
+
+
+def redact_uri(uri: str) -> str:
+    """:func:`spark_amqp.client.uri.redact_uri` (the password replaced), imported at the first
+    call: this module is imported wherever the readers and writers are unpickled (Spark's
+    Python workers), which need no client; importing it there cost ~0.1 CPU-s per worker
+    process (the client package imports its connection, channel and ``ssl``)."""
+    from ..client.uri import redact_uri as redact
+
+    return redact(uri)
 
 __all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
            "parse_connection_options", "redact_uri"]
