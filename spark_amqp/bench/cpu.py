@@ -62,6 +62,8 @@ class CpuAccount:
     def __init__(self, interval: float = 0.2):
         self.interval = interval
         self.cpu: dict[str, float] = {}
+        #: processes of each kind that started during the block (seen in a sample only)
+        self.started: dict[str, int] = {}
         self.wall = 0.0
 
     def __enter__(self) -> "CpuAccount":
@@ -85,6 +87,8 @@ class CpuAccount:
         for pid, (k, c1) in self._last.items():
             c0 = self._start.get(pid, (k, 0.0))[1]
             self.cpu[k] = self.cpu.get(k, 0.0) + max(0.0, c1 - c0)
+            if pid not in self._start:
+                self.started[k] = self.started.get(k, 0) + 1
 
     def report(self, label: str) -> str:
         """One line per kind, busiest first: CPU-seconds and share of one core over the wall."""

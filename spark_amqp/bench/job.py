@@ -35,7 +35,8 @@ their time (``durationMs`` summed over the batches: ``latestOffset``, ``getBatch
 ``queryPlanning``, ``walCommit``, ``addBatch`` = the ``foreachBatch``, ``commitOffsets``) and
 the state store's figures (``stateOperators``: rows at the end, commit and update times, memory)
 and the CPU-seconds of each kind of process during each query (``bench/cpu.py``: the Spark JVM,
-its Python workers and source runner, the embedded broker, this process).
+its Python workers and source runner, the embedded broker, this process) and how many
+processes of each kind started during it.
 Both outputs must hold the same windows (checked). Per round the table; then the ratio over
 all rounds (rows over the summed wall times). Target (issue 14): (a) >= 0.9x (b).
 
@@ -85,6 +86,7 @@ class JobRun:
     flights: int = 0
     alerts: int = 0
     cpu: dict = field(default_factory=dict)
+    started: dict = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -136,7 +138,7 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
         q = query.start()
         q.awaitTermination()
         wall = time.perf_counter() - t0
-    run = JobRun(name, wall=wall, alerts=result.alerts, cpu=acct.cpu)
+    run = JobRun(name, wall=wall, alerts=result.alerts, cpu=acct.cpu, started=acct.started)
     if q.exception() is not None:
         raise RuntimeError(f"{name}: {q.exception()}")
     progress = [json.loads(p.json) for p in q.recentProgress]
@@ -232,6 +234,10 @@ def _table(a: JobRun, b: JobRun) -> str:
         for k in kinds:
             lines.append(f"  {k:<30}{a.cpu.get(k, 0):>8.1f}{b.cpu.get(k, 0):>8.1f}")
         lines.append(f"  {'all':<30}{sum(a.cpu.values()):>8.1f}{sum(b.cpu.values()):>8.1f}")
+        for label, r in (("(a)", a), ("(b)", b)):
+            if r.started:  # each new Python process pays its interpreter start and imports
+                lines.append(f"  processes started {label}: " + ", ".join(
+                    f"{k} {v}" for k, v in sorted(r.started.items(), key=lambda kv: -kv[1])))
     return "\n".join(lines)
 
 
