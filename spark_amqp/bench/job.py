@@ -1,7 +1,7 @@
 """Benchmark of the main job's query fed by the ``amqp`` source vs Spark's own file source.
 
 ``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000]
-[--conf KEY=VALUE ...] [--rounds 2] [--all-columns] [--quick]``
+[--conf KEY=VALUE ...] [--option KEY=VALUE ...] [--rounds 2] [--all-columns] [--quick]``
 
 The query is the job's (``spark_amqp/jobs/flight_delays.py``): :func:`window_aggregates`
 (``from_json`` with the flight schema, watermark, per origin/carrier/hour count, avg and
@@ -40,7 +40,9 @@ processes of each kind started during it.
 Both outputs must hold the same windows (checked). Per round the table; then the ratio over
 all rounds (rows over the summed wall times). Target (issue 14): (a) >= 0.9x (b).
 
-``--conf KEY=VALUE`` sets Spark SQL settings (``spark.conf.set``) before both queries, to
+``--option KEY=VALUE`` adds an ``amqp`` source option to (a) (the timed runs and the warm-up;
+e.g. ``maxBytesPerPartition=8388608``), to compare with the job's (which sets none but
+``maxMessagesPerTrigger``). ``--conf KEY=VALUE`` sets Spark SQL settings (``spark.conf.set``) before both queries, to
 compare settings with the job's (e.g. ``spark.sql.shuffle.partitions=4``).
 """
 
@@ -248,6 +250,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-per-trigger", type=int, default=DEFAULT_MAX_PER_TRIGGER,
                     help="messages per micro-batch: the amqp source's maxMessagesPerTrigger "
                          "and the lines per file [%(default)s, the job's default]")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an amqp source option for (a) (repeatable)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark SQL setting for both queries (repeatable)")
     ap.add_argument("--rounds", type=int, default=2,
@@ -260,9 +264,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.limit, args.max_per_trigger, args.rounds = 20_000, 5_000, 1
-    for kv in args.conf:
+    for kv in args.conf + args.option:
         if "=" not in kv:
-            ap.error(f"--conf {kv!r}: expected KEY=VALUE")
+            ap.error(f"--conf/--option {kv!r}: expected KEY=VALUE")
+    source_options = {k.strip(): v.strip() for k, _, v in (kv.partition("=") for kv in args.option)}
 
     from ..jobs.flight_delays import SOURCE_SCHEMA, build_spark
 
@@ -284,7 +289,7 @@ def main(argv=None) -> int:
             file_run(spark, os.path.join(tmp, "warm"), os.path.join(tmp, "out-warm-b"),
                      broker.url)
             amqp_run(spark, broker.url, warm[:WARM_FLIGHTS // 5], args.max_per_trigger // 5,
-                     os.path.join(tmp, "out-warm-a"), schema=schema)
+                     os.path.join(tmp, "out-warm-a"), options=source_options, schema=schema)
             files = os.path.join(tmp, "files")
             for r in range(args.rounds):
                 runs = {}
@@ -294,7 +299,7 @@ def main(argv=None) -> int:
                     out = os.path.join(tmp, f"out-{feed}{r}")
                     if feed == "a":
                         run = amqp_run(spark, broker.url, bodies, args.max_per_trigger, out,
-                                       schema=schema)
+                                       options=source_options, schema=schema)
                         if not os.path.isdir(files):
                             write_files(bodies, files, run.sizes)
                     else:
@@ -314,6 +319,7 @@ def main(argv=None) -> int:
     print("settings: " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v.rsplit('.', 1)[-1]}"
                                    for k, v in settings.items())
           + "".join(f", {kv}" for kv in args.conf)
+          + "".join(f", (a) option {kv}" for kv in args.option)
           + f"; (a) reads {'every column' if schema is None else repr(schema)}")
     ok = True
     for r, (a, b) in enumerate(pairs):
