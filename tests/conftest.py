@@ -108,3 +108,58 @@ def spark():
     spark_amqp.register(session)
     yield session
     session.stop()
+
+
+#: The crash tests whose runs start in the background when the test session starts, in this
+#: order: each is a test module's ``crash_scenario(broker_url, tmp_dir)`` (one broker's
+#: publish, kills, restarts and final run), run for every broker its selected items ask for.
+EARLY_CRASH_TESTS = ("test_crash_restart_exactly_once", "test_crash_restart_loses_nothing")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_crash_runs(request, tmp_path_factory):
+    """The crash tests' runs, started at the session's start and run while the other tests
+    run: ``{(test name, "embedded"|"rabbitmq"): Future of crash_scenario's result}``; the
+    crash tests' module fixtures (source_helpers.broker_variants_at_once) take their results.
+
+    Why: each crash test restarts a Spark query in a subprocess 4-6 times per broker, and
+    those runs spend most of their time starting JVMs; alone at the end of the run they took
+    ~6 min of CI time (232 s + 147 s on 2026-11-26), while the rest of the suite leaves a
+    core idle most of the time. Two at a time (one per broker, stream mode first), each in
+    its own thread; the embedded broker's runs use a broker of their own in a subprocess
+    (not the session's in-process one: 100,000 messages each would compete with the tests
+    for this process's GIL and its queues would show in other tests' views of the broker).
+    Only selected items are run; RabbitMQ's only when it is reachable (its item then skips
+    or fails through ``broker_url`` as any other)."""
+    items = [i for i in request.session.items
+             if getattr(i, "originalname", None) in EARLY_CRASH_TESTS and hasattr(i, "callspec")]
+    if not items:
+        yield {}
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from broker_process import BrokerProcess
+
+    kinds = {i.callspec.params.get("broker_url") for i in items}
+    broker = BrokerProcess(log_level="ERROR") if "embedded" in kinds else None
+    urls = {"embedded": broker.url} if broker is not None else {}
+    if "rabbitmq" in kinds:
+        try:
+            urls["rabbitmq"] = require_rabbitmq()
+        except (pytest.skip.Exception, pytest.fail.Exception):
+            pass
+    pool = ThreadPoolExecutor(max(1, len(urls)), thread_name_prefix="early-crash-run")
+    runs = {}
+    for name in EARLY_CRASH_TESTS:
+        mine = [i for i in items if i.originalname == name]
+        for kind in sorted({i.callspec.params.get("broker_url") for i in mine} & urls.keys()):
+            runs[(name, kind)] = pool.submit(mine[0].module.crash_scenario, urls[kind],
+                                             tmp_path_factory.mktemp(f"{name}-{kind}"))
+    try:
+        yield runs
+    finally:
+        for f in runs.values():
+            f.cancel()   # a run not started yet (the session was interrupted)
+        pool.shutdown(wait=True)
+        if broker is not None:
+            broker.kill()

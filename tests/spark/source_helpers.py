@@ -291,6 +291,11 @@ def broker_variants_at_once(request, test_name: str, scenario):
     brokers' runs overlap instead of taking turns (CI time, see README "Development")."""
     from concurrent.futures import ThreadPoolExecutor
 
+    early = {kind: f for (name, kind), f in request.getfixturevalue("early_crash_runs").items()
+             if name == test_name}
+    if early:  # started at the session's start (tests/conftest.py early_crash_runs)
+        yield early
+        return
     wanted = {item.callspec.params.get("broker_url") for item in request.session.items
               if getattr(item, "originalname", None) == test_name and hasattr(item, "callspec")}
     urls = {}
