@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
+from itertools import repeat
 from typing import Any
 
 from . import values as _values
@@ -311,11 +312,10 @@ def _specialised(flags: int):
 def property_flag(name: str) -> int:
     """The flag bit of property ``name`` in the first property-flags short (``content_type``
     0x8000 ... ``cluster_id`` 0x0004; 0-9-1 §4.2.6.1, the table above). Raises KeyError."""
-    return 1 << (15 - _NAMES.index(name)) if name in _NAMES else _missing(name)
-
-
-def _missing(name: str) -> int:
-    raise KeyError(f"no basic property named {name!r}")
+    try:
+        return 1 << (15 - _NAMES.index(name))
+    except ValueError:
+        raise KeyError(f"no basic property named {name!r}") from None
 
 
 class EncodedProperties:
@@ -349,10 +349,8 @@ def encode_delivery_mode_and_ids(delivery_mode: int, message_ids: list[bytes] | 
     (tests/spark/test_sink_unit.py); no ``BasicProperties`` object per message (the sink's
     fast path, about a third of its per-row cost). Raises AMQPSyntaxError (502) for a
     ``delivery_mode`` outside 0-255 or an id over 255 bytes (an AMQP shortstr): a caller that
-    can name the row checks that first.
+    can name the row catches it.
     """
-    from itertools import repeat
-
     if not 0 <= delivery_mode <= 255:
         raise AMQPSyntaxError(f"delivery_mode {delivery_mode} is not an octet (0-255)")
     if message_ids is None:

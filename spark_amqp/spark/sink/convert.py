@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, Optional
 
+from ...protocol.errors import AMQPSyntaxError
 from ...protocol.properties import encode_delivery_mode_and_ids
 from .. import schema as S
 
@@ -376,9 +377,13 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
 def _fast_properties(delivery_mode: int, ids: Optional[list], n: int):
     """Properties ``delivery_mode`` (+ ``message_id`` per row when ``ids``, a list of UTF-8
     bytes), pre-encoded (:func:`~spark_amqp.protocol.properties.encode_delivery_mode_and_ids`).
-    Raises SinkDataError, naming the row, for an id over 255 bytes (AMQP shortstr)."""
-    if ids is not None and max(map(len, ids), default=0) > 255:
-        bad = next(i for i, b in enumerate(ids) if len(b) > 255)
+    Raises SinkDataError, naming the row, for an id over 255 bytes (AMQP shortstr): the
+    codec checks the lengths, the row is looked for only then."""
+    try:
+        return encode_delivery_mode_and_ids(delivery_mode, ids, n)
+    except AMQPSyntaxError:
+        bad = next((i for i, b in enumerate(ids or ()) if len(b) > 255), None)
+        if bad is None:
+            raise
         raise SinkDataError(f"column `message_id` is {len(ids[bad])} UTF-8 bytes at row {bad} "
-                            "of the batch; AMQP short strings allow at most 255")
-    return encode_delivery_mode_and_ids(delivery_mode, ids, n)
+                            "of the batch; AMQP short strings allow at most 255") from None
