@@ -27,7 +27,7 @@ import struct
 from ..protocol.values import decode_table
 from .config import BrokerConfig
 
-__all__ = ["MECHANISMS", "TLS_CLIENT_CERT_MECHANISMS", "authenticate", "authenticate_external",
+__all__ = ["MECHANISMS", "TLS_CLIENT_CERT_MECHANISMS", "authenticate", "authenticate_external", "check_credentials",
            "certificate_user", "check_loopback", "is_loopback", "refused_text", "AuthFailure"]
 
 MECHANISMS = b"PLAIN AMQPLAIN"
@@ -86,14 +86,24 @@ def authenticate(config: BrokerConfig, mechanism: str, response: bytes) -> str:
     :func:`refused_text`.
     """
     user, password = _parse(mechanism, response)
+    check_credentials(config, user, password, refused_text(mechanism))
+    return user
+
+
+def check_credentials(config: BrokerConfig, user: str, password: str, client_text: str | None = None) -> None:
+    """The password check of every login, AMQP (:func:`authenticate`) and the management API
+    (HTTP basic auth) alike: a blank password is refused whatever is configured (RabbitMQ's
+    internal backend, ``rabbit_auth_backend_internal:user_login_authentication``), else
+    ``password`` must match the user's clear-text password or salted hash.
+
+    Raises :class:`AuthFailure` with the reason to log and ``client_text`` for the client.
+    """
     if password == "":
-        # RabbitMQ's internal backend refuses blank passwords whatever is configured
         raise AuthFailure(f"user '{user}' attempted to log in with a blank password, which is "
-                          f"prohibited", refused_text(mechanism))
+                          f"prohibited", client_text)
     u = config.users.get(user)
     if u is None or not u.check_password(password):
-        raise AuthFailure(f"user '{user}' - invalid credentials", refused_text(mechanism))
-    return user
+        raise AuthFailure(f"user '{user}' - invalid credentials", client_text)
 
 
 def refused_text(mechanism: str) -> str:

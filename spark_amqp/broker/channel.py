@@ -33,6 +33,7 @@ from ..protocol.errors import (AccessRefused, AMQPNotImplemented, InternalError,
                                NotFound, PreconditionFailed, ResourceError)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
+from .rules import check_binding, check_exchange_declare, check_publish, check_queue_declare
 from .stream import add_offset_header, offset_header_split
 from .stream_queue import StreamEntry
 from .unacked import Unacked
@@ -277,11 +278,7 @@ class Channel:
             conn.check_perm("write", "exchange", exchange, 60, 40)
             conn.write_ok.add(exchange)
         props = peek_properties(props_raw) if props_raw != b"\x00\x00" else None
-        if props is not None and props.user_id is not None and props.user_id != conn.user:
-            raise PreconditionFailed(f"user_id property set to '{props.user_id}' but authenticated user was '{conn.user}'", 60, 40)
-        if len(body) > self.broker.config.max_message_size:
-            raise PreconditionFailed(f"message size {len(body)} is larger than configured max size "
-                                     f"{self.broker.config.max_message_size}", 60, 40)
+        check_publish(self.broker.config, conn.user, None if props is None else props.user_id, len(body))
         if props is None and props_raw != b"\x00\x00" and self.reply_queue is not None:
             props = peek_properties(props_raw, True)
         if props is not None and props.reply_to == REPLY_TO:
@@ -672,7 +669,9 @@ class Channel:
     def on_exchange_declare(self, method) -> None:
         cid, mid = 40, 10
         if not method.passive:
-            self.conn.check_perm("configure", "exchange", method.exchange, cid, mid)
+            c = self.conn
+            check_exchange_declare(c.perm, c.user, self.vhost.name, method.exchange, method.arguments or {},
+                                   cid, mid)
         self.vhost.declare_exchange(method.exchange, method.type, method.passive, method.durable,
                                     method.auto_delete, method.internal, method.arguments or {})
         if not method.no_wait:
@@ -687,17 +686,16 @@ class Channel:
     def _bind_ex(self, method, bind: bool) -> None:
         cid, mid = (40, 30) if bind else (40, 40)
         v = self.vhost
-        for name in (method.source, method.destination):
-            if name == "":
-                raise AccessRefused("operation not permitted on the default exchange", cid, mid)
+        c = self.conn
+        if method.source == "" or method.destination == "":
+            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
         if bind:
             src = v.get_exchange(method.source, cid, mid)
             dst = v.get_exchange(method.destination, cid, mid)
         else:
             src = v.exchanges.get(method.source)
             dst = v.exchanges.get(method.destination)
-        self.conn.check_perm("write", "exchange", method.destination, cid, mid)
-        self.conn.check_perm("read", "exchange", method.source, cid, mid)
+        check_binding(c.perm, c.user, v.name, method.source, "exchange", method.destination, cid, mid)
         if src is not None and dst is not None:
             if bind:
                 v.bind(src, dst, method.routing_key, method.arguments or {})
@@ -722,7 +720,8 @@ class Channel:
         elif name == "" and method.passive:
             name = self._queue_name("", cid, mid)
         if not method.passive:
-            self.conn.check_perm("configure", "queue", name, cid, mid)
+            c = self.conn
+            check_queue_declare(c.perm, c.user, self.vhost.name, name, method.arguments or {}, cid, mid)
         q = self.vhost.declare_queue(self.conn, name, method.passive, method.durable, method.exclusive,
                                      method.auto_delete, method.arguments or {}, server_named)
         self.last_queue = q.name
@@ -734,12 +733,12 @@ class Channel:
         cid, mid = 50, 20
         v = self.vhost
         name = self._queue_name(method.queue, cid, mid)
+        c = self.conn
         if method.exchange == "":
             raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
-        q = v.get_queue(name, self.conn, cid, mid)
+        q = v.get_queue(name, c, cid, mid)
         x = v.get_exchange(method.exchange, cid, mid)
-        self.conn.check_perm("write", "queue", name, cid, mid)
-        self.conn.check_perm("read", "exchange", method.exchange, cid, mid)
+        check_binding(c.perm, c.user, v.name, method.exchange, "queue", name, cid, mid)
         v.bind(x, q, method.routing_key, method.arguments or {})
         if not method.no_wait:
             self.send(spec.Queue.BindOk())
@@ -748,13 +747,15 @@ class Channel:
         cid, mid = 50, 50
         v = self.vhost
         name = self._queue_name(method.queue, cid, mid)
+        c = self.conn
         if method.exchange == "":
             raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
         q = v.queues.get(name)
         if q is not None:
-            q = v.get_queue(name, self.conn, cid, mid)
+            q = v.get_queue(name, c, cid, mid)
         x = v.exchanges.get(method.exchange)
-        self.conn.check_perm("write", "queue", name, cid, mid)
+        # unbind needs what bind needs: write on the queue *and* read on the exchange
+        check_binding(c.perm, c.user, v.name, method.exchange, "queue", name, cid, mid)
         if q is not None and x is not None:
             v.unbind(x, q, method.routing_key, method.arguments or {})
         self.send(spec.Queue.UnbindOk())

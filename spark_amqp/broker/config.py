@@ -141,12 +141,18 @@ class Permission:
     read: str = ".*"
 
     def allows(self, kind: str, name: str) -> bool:
-        """``kind`` is "configure", "write" or "read"; RabbitMQ matches with an anchored regex
-        (``^(...)$`` semantics of ``re:run``; the empty string denies everything)."""
+        """``kind`` is "configure", "write" or "read"; ``name`` a queue or exchange name.
+
+        As RabbitMQ's ``rabbit_auth_backend_internal:check_resource_access``: the regex is
+        *searched* in the name, unanchored (``re:run``; write ``^...$`` to anchor it), the
+        empty pattern denies everything, and the default exchange ``""`` is checked under the
+        name ``amq.default`` (``rabbit_channel:check_resource_access``), so ``^(?!amq\\.)``
+        keeps a user off the default exchange too. The one permission rule of both the AMQP
+        port and the management API (:mod:`.rules`)."""
         pattern = getattr(self, kind)
         if pattern == "":
             return False
-        return re.match(pattern, name) is not None
+        return re.search(pattern, name or "amq.default") is not None
 
 
 #: RabbitMQ caps max_message_size at 512 MiB (rabbit_channel:get_max_message_size/0)

@@ -65,6 +65,7 @@ from ..protocol.connection import AMQPConnection, Role
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
 from .message import route_enc
+from .rules import check_permission
 
 __all__ = ["AMQPServerProtocol"]
 
@@ -554,13 +555,12 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     # ================================================================== errors / close
     def check_perm(self, kind: str, what: str, name: str, cid: int, mid: int) -> None:
-        """RabbitMQ-style permission check; raises 403 ACCESS_REFUSED."""
+        """RabbitMQ-style permission check (:func:`.rules.check_permission`); raises 403
+        ACCESS_REFUSED. Full permissions (".*" x3) skip the regexes (hot path)."""
         perm = self.perm
-        if perm is None or perm.configure == perm.write == perm.read == ".*":
+        if perm is not None and perm.configure == perm.write == perm.read == ".*":
             return
-        if not perm.allows(kind, name):
-            raise AccessRefused(f"access to {what} '{name}' in vhost '{self.vhost.name}' refused for user '{self.user}'",
-                                cid, mid)
+        check_permission(perm, self.user, self.vhost.name, kind, what, name, cid, mid)
 
     def channel_error(self, ch: Channel, exc: AMQPError) -> None:
         """Close channel ``ch`` with ``exc``'s code (a soft error)."""

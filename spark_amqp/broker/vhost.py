@@ -22,6 +22,7 @@ from ..protocol.values import Typed
 from .exchange import EXCHANGE_TYPES, Binding, Exchange, check_binding_arguments
 from .message import Message, route_enc
 from .queue import Queue
+from .rules import check_exclusive
 from .stream_queue import STREAM_EQUIV_ARGS, StreamQueue, check_stream_declare
 
 __all__ = ["VHost"]
@@ -58,15 +59,12 @@ class VHost:
         return x
 
     def get_queue(self, name: str, conn, cid: int = 0, mid: int = 0) -> Queue:
-        """The queue ``name`` (404 if missing, 405 if exclusive to another connection)."""
+        """The queue ``name`` (404 if missing, 405 if exclusive to another connection than
+        ``conn``; ``None``, the management API, owns none: :func:`.rules.check_exclusive`)."""
         q = self.queues.get(name)
         if q is None:
             raise NotFound(f"no queue '{name}' in vhost '{self.name}'", cid, mid)
-        if q.exclusive_owner is not None and q.exclusive_owner is not conn:
-            raise ResourceLocked(f"cannot obtain exclusive access to locked queue '{name}' in vhost "
-                                 f"'{self.name}'. It could be originally declared on another connection or "
-                                 f"the exclusive property value does not match that of the original declaration.",
-                                 cid, mid)
+        check_exclusive(q, conn, cid, mid)
         return q
 
     # ------------------------------------------------------------------ exchanges

@@ -20,6 +20,10 @@ from __future__ import annotations
 import base64
 import binascii
 
+from ..broker.auth import AuthFailure, check_credentials, check_loopback
+from ..broker.rules import check_permission
+from ..protocol.errors import AccessRefused
+
 __all__ = ["Principal", "authenticate_header", "AuthError", "MANAGEMENT_TAGS"]
 
 MANAGEMENT_TAGS = ("management", "policymaker", "monitoring", "administrator")
@@ -62,17 +66,35 @@ class Principal:
         if not self.is_monitor:
             raise AuthError("not_authorised", "Not monitor user")
 
-    def require(self, vhost: str, kind: str | None = None, name: str | None = None) -> None:
+    def permission(self, vhost: str):
+        """This user's :class:`~spark_amqp.broker.config.Permission` on ``vhost`` or ``None``
+        (what :mod:`spark_amqp.broker.rules` checks)."""
+        return self.config.permission(self.name, vhost)
+
+    def require(self, vhost: str, kind: str | None = None, name: str | None = None,
+                what: str = "queue") -> None:
         """Access to ``vhost`` (any permission entry), and the ``kind`` permission
-        ("configure"/"write"/"read") on resource ``name`` when given; raises AuthError."""
+        ("configure"/"write"/"read") on resource ``what`` ``name`` when given
+        (:func:`spark_amqp.broker.rules.check_permission`, the AMQP port's rule); raises
+        AuthError "Access refused." (RabbitMQ's 401)."""
         perm = self.config.permission(self.name, vhost)
-        if perm is None or (kind is not None and not perm.allows(kind, name or "")):
+        if perm is None:
             raise AuthError("not_authorised", "Access refused.")
+        if kind is not None:
+            try:
+                check_permission(perm, self.name, vhost, kind, what, name or "")
+            except AccessRefused:
+                raise AuthError("not_authorised", "Access refused.") from None
 
 
-def authenticate_header(config, header: str | None) -> Principal:
-    """Check an ``Authorization: Basic ...`` header against ``config.users``; returns the
-    :class:`Principal` or raises :class:`AuthError` (401)."""
+def authenticate_header(config, header: str | None, local_address: str | None) -> Principal:
+    """Check an ``Authorization: Basic ...`` header against ``config.users`` with the same
+    rules as an AMQP login (:func:`spark_amqp.broker.auth.check_credentials`: blank passwords
+    refused; :func:`~spark_amqp.broker.auth.check_loopback`: a ``loopback_users`` user only on
+    a request whose *local* address, ``local_address``, is loopback); returns the
+    :class:`Principal` or raises :class:`AuthError` (401): "Login failed" (RabbitMQ's
+    ``not_authorized``), "User can only log in via localhost" and "Not management user"
+    (``not_authorised``), as RabbitMQ 3.10's ``rabbit_mgmt_util:is_authorized``."""
     if not header or not header.lower().startswith("basic "):
         raise AuthError("not_authorized", "Login failed")
     try:
@@ -80,9 +102,17 @@ def authenticate_header(config, header: str | None) -> Principal:
     except (binascii.Error, UnicodeDecodeError):
         raise AuthError("not_authorized", "Login failed") from None
     user, sep, password = raw.partition(":")
-    u = config.users.get(user)
-    if not sep or u is None or not u.check_password(password):
+    if not sep:
         raise AuthError("not_authorized", "Login failed")
+    try:
+        check_credentials(config, user, password)
+    except AuthFailure:
+        raise AuthError("not_authorized", "Login failed") from None
+    try:
+        check_loopback(config, user, local_address)
+    except AuthFailure:
+        raise AuthError("not_authorised", "User can only log in via localhost") from None
+    u = config.users[user]
     if not any(t in MANAGEMENT_TAGS for t in u.tags):
         raise AuthError("not_authorised", "Not management user")
     return Principal(config, u.name, u.tags)

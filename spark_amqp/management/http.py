@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..protocol.errors import AccessRefused, AMQPError, NotFound
 from .auth import AuthError
 
-__all__ = ["ApiError", "Created", "Ctx", "NoContent", "NOT_FOUND", "amqp_to_api_error", "parse_bool",
+__all__ = ["ApiError", "Created", "Ctx", "NoContent", "NOT_FOUND", "amqp_to_api_error", "channel_error", "parse_bool",
            "parse_int", "json_body"]
 
 
@@ -53,6 +53,15 @@ def amqp_to_api_error(exc: AMQPError) -> ApiError:
     if isinstance(exc, AccessRefused):
         return ApiError(401, "not_authorised", "Access refused.")
     return ApiError(400, "bad_request", exc.reply_text)
+
+
+def channel_error(exc: AMQPError) -> ApiError:
+    """RabbitMQ's answer to an AMQP error of a route its plugin runs over an AMQP channel
+    (publish, get): 400 ``bad_request`` with the channel's close text "CODE NAME - text"."""
+    text = exc.reply_text
+    if not text.startswith(exc.name):
+        text = f"{exc.name} - {text}"
+    return ApiError(400, "bad_request", f"{exc.reply_code} {text}")
 
 
 def auth_error(exc: AuthError) -> ApiError:

@@ -210,8 +210,13 @@ def channel(ctx: Ctx, name: str):
 
 
 def consumers(ctx: Ctx, vhost: str | None = None):
+    """Consumers of the visible vhosts; a ``management`` / ``policymaker`` user sees only those
+    on its own connections, as connections and channels (RabbitMQ
+    ``rabbit_mgmt_wm_consumers`` filters with ``rabbit_mgmt_util:filter_conn_ch_list``)."""
     vs = [ctx.vhost(vhost)] if vhost is not None else ctx.visible_vhosts()
-    return [consumer_view(c) for v in vs for q in v.queues.values() for c in q.consumers]
+    everyone = ctx.user.is_monitor
+    return [consumer_view(c) for v in vs for q in v.queues.values() for c in q.consumers
+            if everyone or getattr(c.channel.conn, "user", None) == ctx.user.name]
 
 
 def exchanges(ctx: Ctx, vhost: str | None = None):

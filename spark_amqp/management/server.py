@@ -4,8 +4,10 @@
 
 - ``/api/...``: RabbitMQ's management HTTP API (the subset tools use; routes in
   :mod:`.read_routes`, :mod:`.write_routes`, :mod:`.definitions`), HTTP basic auth with
-  the broker's users (:mod:`.auth`);
-- ``/metrics``: Prometheus text format (:mod:`.metrics`; no auth, as RabbitMQ's plugin);
+  the broker's users (:mod:`.auth`, the AMQP port's password and ``loopback_users`` rules);
+  writes must be JSON and not cross-origin (:mod:`.csrf`);
+- ``/metrics``: Prometheus text format, aggregated (:mod:`.metrics`; no auth, as RabbitMQ's
+  rabbitmq_prometheus); ``/metrics/per-object``: per queue, for monitoring users only;
 - ``/``: a small web page (``static/index.html``) that uses the API;
 - ``/cli/rabbitmqadmin``: RabbitMQ's rabbitmqadmin script when one is installed on this
   machine (``/usr/bin/rabbitmqadmin``, ``/usr/sbin/rabbitmqadmin``), as the plugin serves it.
@@ -31,6 +33,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from .auth import AuthError, authenticate_header
+from .csrf import check_write_request
 from .definitions import DEFINITION_ROUTES
 from .http import ApiError, Created, Ctx, NoContent, auth_error
 from .listing import ListError, apply_list_params, prune_columns
@@ -103,6 +106,8 @@ class ManagementServer:
         self.sampler = Sampler(broker, stats_interval)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker, self.sampler))
+        self.per_object_registry = CollectorRegistry(auto_describe=False)
+        self.per_object_registry.register(BrokerCollector(broker, self.sampler, per_object=True))
         self._runner: web.AppRunner | None = None
 
     @property
@@ -115,6 +120,7 @@ class ManagementServer:
         app.router.add_route("*", "/api/{tail:.*}", self.handle_api)
         app.router.add_route("*", "/api", self.handle_api)
         app.router.add_get("/metrics", self.handle_metrics)
+        app.router.add_get("/metrics/per-object", self.handle_metrics_per_object)
         app.router.add_get("/cli/rabbitmqadmin", self.handle_rabbitmqadmin)
         app.router.add_get("/", self.handle_index)
         app.router.add_static("/static/", STATIC)
@@ -152,8 +158,26 @@ class ManagementServer:
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html")
 
+    def _authenticate(self, request: web.Request):
+        """The request's :class:`~.auth.Principal` (basic auth, ``loopback_users`` checked
+        against the local address the request came in on, as the AMQP port does)."""
+        sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        local = sock[0] if isinstance(sock, tuple) and sock else None
+        return authenticate_header(self.broker.config, request.headers.get("Authorization"), local)
+
     async def handle_metrics(self, request: web.Request) -> web.Response:
+        """Aggregated metrics: no login, no vhost or queue names (:mod:`.metrics`)."""
         body = render_metrics(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    async def handle_metrics_per_object(self, request: web.Request) -> web.Response:
+        """One sample per queue; needs a ``monitoring`` or ``administrator`` user (stricter
+        than rabbitmq_prometheus, see :mod:`.metrics`)."""
+        try:
+            self._authenticate(request).require_monitor()
+        except AuthError as exc:
+            return _error(auth_error(exc))
+        body = render_metrics(self.per_object_registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def handle_rabbitmqadmin(self, request: web.Request) -> web.StreamResponse:
@@ -173,7 +197,7 @@ class ManagementServer:
             parts = parts[:-1]
         segments = [unquote(p) for p in parts]
         try:
-            principal = authenticate_header(self.broker.config, request.headers.get("Authorization"))
+            principal = self._authenticate(request)
         except AuthError as exc:
             return _error(auth_error(exc))
         found = _match(segments)
@@ -187,6 +211,10 @@ class ManagementServer:
             return web.Response(status=405, headers={"Allow": ", ".join(allow)})
         fn, params = found[method]
         body = await request.read() if request.can_read_body else b""
+        try:
+            check_write_request(method, request.headers, body, request.scheme, request.host)
+        except ApiError as exc:
+            return _error(exc)
         query = dict(parse_qsl(request.query_string, keep_blank_values=True))
         ctx = Ctx(self, principal, query, body, method)
         try:

@@ -15,10 +15,12 @@ import base64
 from typing import Any
 
 from ..broker.message import Message, route_enc
+from ..broker.rules import (alarm_reason, check_binding, check_exchange_declare, check_exclusive,
+                            check_permission, check_publish, check_publish_alarm, check_queue_declare)
 from ..protocol.errors import AMQPError
 from ..protocol.properties import BasicProperties
-from .http import (NOT_FOUND, ApiError, Created, Ctx, NoContent, amqp_to_api_error, parse_bool,
-                   parse_int)
+from .http import (NOT_FOUND, ApiError, Created, Ctx, NoContent, amqp_to_api_error, channel_error,
+                   parse_bool, parse_int)
 from .read_routes import _binding_ends, _find_conn
 from .views import binding_views, jsonable
 
@@ -32,6 +34,15 @@ def _call(fn, *args):
         raise amqp_to_api_error(exc) from None
 
 
+def _channel_call(fn, *args):
+    """As :func:`_call` for the routes RabbitMQ's plugin runs over an AMQP channel (publish,
+    get): every AMQP error is 400 ``bad_request`` "CODE NAME - text"."""
+    try:
+        return fn(*args)
+    except AMQPError as exc:
+        raise channel_error(exc) from None
+
+
 def _args(body: dict) -> dict:
     a = body.get("arguments") or {}
     if not isinstance(a, dict):
@@ -41,8 +52,9 @@ def _args(body: dict) -> dict:
 
 def put_exchange(ctx: Ctx, vhost: str, name: str):
     v = ctx.vhost(vhost)
-    ctx.user.require(vhost, "configure", name)
+    ctx.user.require(vhost)
     b = ctx.body
+    _call(check_exchange_declare, ctx.user.permission(vhost), ctx.user.name, vhost, name, _args(b))
     if name == "" or name == "amq.default" or name.startswith("amq."):
         raise ApiError(401, "not_authorised", "Access refused.")
     existed = name in v.exchanges
@@ -62,7 +74,7 @@ def delete_exchange(ctx: Ctx, vhost: str, name: str):
         raise ApiError(401, "not_authorised", "Access refused.")
     if name not in v.exchanges:
         raise NOT_FOUND()
-    ctx.user.require(vhost, "configure", name)
+    ctx.user.require(vhost, "configure", name, "exchange")
     _call(v.delete_exchange, name, ctx.query.get("if-unused") == "true")
     ctx.broker.kick()
     return NoContent()
@@ -70,25 +82,30 @@ def delete_exchange(ctx: Ctx, vhost: str, name: str):
 
 def put_queue(ctx: Ctx, vhost: str, name: str):
     v = ctx.vhost(vhost)
-    ctx.user.require(vhost, "configure", name)
+    ctx.user.require(vhost)
     b = ctx.body
+    _call(check_queue_declare, ctx.user.permission(vhost), ctx.user.name, vhost, name, _args(b))
     if name.startswith("amq."):
         raise ApiError(401, "not_authorised", "Access refused.")
     q = v.queues.get(name)
-    if q is not None and q.exclusive_owner is not None:
-        raise ApiError(400, "bad_request", f"queue '{name}' in vhost '{vhost}' is exclusive to a connection")
+    if q is not None:
+        _call(check_exclusive, q, None)
     existed = q is not None
     _call(v.declare_queue, None, name, False, parse_bool(b.get("durable"), "durable", True), False,
           parse_bool(b.get("auto_delete"), "auto_delete"), _args(b))
     return NoContent() if existed else Created()
 
 
-def _queue_for(ctx: Ctx, vhost: str, name: str, kind: str):
+def _queue_for(ctx: Ctx, vhost: str, name: str, kind: str, via_channel: bool = False):
+    """The queue ``name``: 404 when missing, 401 without the ``kind`` permission, 400
+    RESOURCE_LOCKED when it is exclusive to a connection (the API owns none; RabbitMQ's
+    get, which runs over an AMQP channel, says "405 RESOURCE_LOCKED - ...")."""
     v = ctx.vhost(vhost)
     q = v.queues.get(name)
     if q is None:
         raise NOT_FOUND()
     ctx.user.require(vhost, kind, name)
+    (_channel_call if via_channel else _call)(check_exclusive, q, None)
     return v, q
 
 
@@ -120,10 +137,11 @@ def post_binding(ctx: Ctx, vhost: str, source: str, dkind: str, dest: str):
         raise ApiError(404, "not_found", f"no exchange '{source}' in vhost '{vhost}'")
     if dst is None:
         raise ApiError(404, "not_found", f"no {'queue' if dkind == 'q' else 'exchange'} '{dest}' in vhost '{vhost}'")
-    if source == "":
-        raise ApiError(401, "not_authorised", "Access refused.")
-    ctx.user.require(vhost, "write", dest)
-    ctx.user.require(vhost, "read", source)
+    ctx.user.require(vhost)
+    _call(check_binding, ctx.user.permission(vhost), ctx.user.name, vhost, source,
+          "queue" if dkind == "q" else "exchange", dest, 40, 30)
+    if dkind == "q":
+        _call(check_exclusive, dst, None)
     b = ctx.body
     rk = b.get("routing_key") or ""
     if not isinstance(rk, str):
@@ -139,7 +157,12 @@ def post_binding(ctx: Ctx, vhost: str, source: str, dkind: str, dest: str):
 
 def delete_binding(ctx: Ctx, vhost: str, source: str, dkind: str, dest: str, props: str):
     v, src, dst = _binding_ends(ctx, vhost, source, dkind, dest)
-    ctx.user.require(vhost, "write", dest)
+    ctx.user.require(vhost)
+    # unbind needs what bind needs (RabbitMQ rabbit_channel:binding_action)
+    _call(check_binding, ctx.user.permission(vhost), ctx.user.name, vhost, source,
+          "queue" if dkind == "q" else "exchange", dest, 40, 40)
+    if dkind == "q":
+        _call(check_exclusive, dst, None)
     for bv in binding_views(v, source=src, destination=dst):
         if bv["properties_key"] == props:
             if src is v.default:
@@ -188,7 +211,8 @@ def publish(ctx: Ctx, vhost: str, name: str):
     x = v.exchanges.get(xname)
     if x is None:
         raise ApiError(400, "bad_request", f"404 NOT_FOUND - no exchange '{name}' in vhost '{vhost}'")
-    ctx.user.require(vhost, "write", xname)
+    ctx.user.require(vhost)
+    _channel_call(check_permission, ctx.user.permission(vhost), ctx.user.name, vhost, "write", "exchange", xname)
     enc = b["payload_encoding"]
     payload = b["payload"]
     if not isinstance(payload, str):
@@ -209,6 +233,14 @@ def publish(ctx: Ctx, vhost: str, name: str):
         raise ApiError(400, "bad_request",
                        f"403 ACCESS_REFUSED - cannot publish to internal exchange '{name}' in vhost '{vhost}'")
     props = _properties(b["properties"])
+    # the AMQP port's publish rules (user_id, max_message_size), then the resource alarms:
+    # an AMQP publisher is blocked until they clear, an HTTP request cannot wait that long
+    _channel_call(check_publish, ctx.broker.config, ctx.user.name, props.user_id, len(body))
+    if alarm_reason(ctx.broker) is not None:
+        try:
+            check_publish_alarm(ctx.broker)
+        except AMQPError as exc:
+            raise ApiError(503, "resource_alarm", exc.reply_text, {"Retry-After": "5"}) from None
     try:
         props_raw = props.encode()
         m = Message(xname, rk, props_raw, body, props)
@@ -241,7 +273,7 @@ def _payload(body: bytes, encoding: str, truncate: int | None) -> tuple[str, str
 
 
 def get_messages(ctx: Ctx, vhost: str, name: str):
-    _, q = _queue_for(ctx, vhost, name, "read")
+    _, q = _queue_for(ctx, vhost, name, "read", via_channel=True)
     b = ctx.body
     missing = [k for k in ("count", "ackmode", "encoding") if k not in b]
     if missing:

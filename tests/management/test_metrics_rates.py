@@ -18,8 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from spark_amqp import EmbeddedBroker
 
 
-def _metrics(url: str) -> dict:
-    with urllib.request.urlopen(url + "metrics", timeout=10) as r:
+def _metrics(url: str, path: str = "metrics/per-object", auth: str = "mgmt-test-mon:pw") -> dict:
+    """Samples by (name, labels); per-object metrics by default (a monitoring user's login)."""
+    import base64
+
+    req = urllib.request.Request(url + path)
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    with urllib.request.urlopen(req, timeout=10) as r:
         assert r.headers["Content-Type"].startswith("text/plain")
         text = r.read().decode()
     out = {}
@@ -44,6 +50,10 @@ def test_metrics_with_rabbitmq_names(mgmt_broker, unique):
         ch.basic_consume(q, lambda *a: None, auto_ack=False)
         conn.process_data_events(0.3)
         m = _metrics(mgmt_broker.management_url)
+        # /metrics itself is aggregated: sums without labels, names no queue (issue 33)
+        agg = _metrics(mgmt_broker.management_url, "metrics", auth=None)
+        assert agg[("rabbitmq_queue_messages_unacked", ())] >= 2
+        assert not any(dict(labels).keys() & {"vhost", "queue"} for _, labels in agg), agg
         lab = (("queue", q), ("vhost", "/"))
         assert before[("rabbitmq_queue_messages_ready", lab)] == 3
         assert m[("rabbitmq_queue_messages_ready", lab)] == 0
