@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, unquote
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from ..broker.exposure import is_exposed
 from .auth import AuthError, authenticate_header
 from .csrf import check_write_request
 from .definitions import DEFINITION_ROUTES
@@ -146,6 +147,12 @@ class ManagementServer:
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.sampler.start()
         log.info("management API and web page on %s", self.url)
+        if is_exposed(self.host):
+            log.warning("management API on %s:%d, a non-loopback address, over plain HTTP: basic-auth "
+                        "passwords cross the network in clear text and /metrics answers anyone (aggregated "
+                        "figures only). Keep the API on loopback behind a TLS reverse proxy, or firewall the "
+                        "port; users in loopback_users (guest) are refused here (docs/broker/security.md)",
+                        self.host, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -150,7 +150,7 @@ def _non_loopback_ipv4() -> str | None:
 
 # ------------------------------------------------------------------------- row 1: loopback_users
 @pytest.mark.parametrize("kind", ["embedded", "rabbitmq"])
-def test_row1_guest_only_via_localhost_over_http_as_over_amqp(kind, request):
+def test_row1_guest_only_via_localhost_over_http_as_over_amqp(kind, request, caplog):
     addr = _non_loopback_ipv4()
     if addr is None:
         pytest.skip("this machine has no non-loopback IPv4 address to bind to")
@@ -173,6 +173,8 @@ def test_row1_guest_only_via_localhost_over_http_as_over_amqp(kind, request):
             assert "WWW-Authenticate" not in r.headers
         with pytest.raises(AccessRefused):
             connect(f"amqp://guest:guest@{addr}:{b.port}/%2F", connection_timeout=10).close()
+    # the log says the API is exposed over plain HTTP and what to do
+    assert f"management API on {addr}:{b.management_port}, a non-loopback address, over plain HTTP" in caplog.text
 
 
 # ------------------------------------------------------------------------- row 2: exclusive queues
