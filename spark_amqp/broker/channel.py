@@ -735,7 +735,7 @@ class Channel:
         name = self._queue_name(method.queue, cid, mid)
         c = self.conn
         if method.exchange == "":
-            raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
+            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
         q = v.get_queue(name, c, cid, mid)
         x = v.get_exchange(method.exchange, cid, mid)
         check_binding(c.perm, c.user, v.name, method.exchange, "queue", name, cid, mid)
@@ -749,7 +749,7 @@ class Channel:
         name = self._queue_name(method.queue, cid, mid)
         c = self.conn
         if method.exchange == "":
-            raise AccessRefused(f"operation not permitted on the default exchange", cid, mid)
+            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
         q = v.queues.get(name)
         if q is not None:
             q = v.get_queue(name, c, cid, mid)
