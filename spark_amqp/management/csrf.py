@@ -17,8 +17,9 @@ What a write (any method but GET, HEAD, OPTIONS) must satisfy here, stricter tha
    CORS preflight, which this server never grants. A write without a body (DELETE) needs no
    ``Content-Type``; one that has a non-JSON ``Content-Type`` is refused all the same (a form
    with no fields sends one).
-2. an ``Origin`` header, when present, is this server's own origin (``http://`` + the
-   ``Host`` the request was sent to): else 403 ``forbidden``. Browsers send ``Origin`` with
+2. an ``Origin`` header, when present, names the ``Host`` the request was sent to (the
+   scheme is not compared, so that a TLS reverse proxy that passes ``Host`` on works): else
+   403 ``forbidden``. Browsers send ``Origin`` with
    every cross-origin write (and ``null`` from sandboxed frames and ``data:`` pages, refused
    too); command-line clients (rabbitmqadmin, curl, the project's tests) send none.
 
@@ -39,6 +40,14 @@ __all__ = ["SAFE_METHODS", "check_write_request"]
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
+def _netloc(origin: str) -> str | None:
+    """``host[:port]`` of an ``Origin`` value (``"null"`` and junk give ``None``)."""
+    scheme, sep, rest = origin.strip().lower().partition("://")
+    if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
+        return None
+    return rest
+
+
 def check_write_request(method: str, headers: Mapping[str, str], body: bytes, scheme: str,
                         host: str | None) -> None:
     """Refuse a write that a page on another site could have made.
@@ -56,11 +65,12 @@ def check_write_request(method: str, headers: Mapping[str, str], body: bytes, sc
     if method in SAFE_METHODS:
         return
     origin = headers.get("Origin")
-    if origin is not None and (host is None or origin.lower() != f"{scheme}://{host}".lower()):
+    if origin is not None and (host is None or _netloc(origin) != host.lower()):
         raise ApiError(403, "forbidden",
                        f"cross-origin request refused: Origin {origin} is not this API's origin "
                        f"{scheme}://{host}; writes are only taken from the API's own web page or from "
-                       f"clients that send no Origin header")
+                       f"clients that send no Origin header (behind a reverse proxy, pass the Host "
+                       f"header on: nginx proxy_set_header Host $host)")
     ctype = headers.get("Content-Type")
     mime = ctype.split(";", 1)[0].strip().lower() if ctype is not None else None
     if (body.strip() or ctype is not None) and mime != "application/json":

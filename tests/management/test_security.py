@@ -336,6 +336,14 @@ def test_row6_cross_site_writes_refused(embedded, unique):
                      dict(auth, **{"Content-Type": "application/json; charset=utf-8", "Origin": f"http://{host}"}))
     assert status == 201
     assert _raw(base + f"queues/%2F/{_q(q)}", "DELETE", None, auth)[0] == 204
+    # behind a TLS reverse proxy that passes Host on, the page's origin is https://<the same host>
+    status, _ = _raw(base + f"queues/%2F/{_q(q)}", "PUT", b'{"durable": false}',
+                     dict(auth, **{"Content-Type": "application/json", "Origin": f"https://{host}"}))
+    assert status == 201
+    assert _raw(base + f"queues/%2F/{_q(q)}", "DELETE", None, dict(auth, Origin=f"http://{host}"))[0] == 204
+    # ... but not another port of the same host
+    other_port = f"http://{host.rsplit(':', 1)[0]}:1"
+    assert _raw(base + f"queues/%2F/{_q(q)}", "DELETE", None, dict(auth, Origin=other_port))[0] == 403
     # reads are not writes: GET with a foreign Origin is answered (the browser keeps it from the page)
     assert _raw(base + "overview", "GET", None, dict(auth, Origin="http://evil.example"))[0] == 200
 
