@@ -524,8 +524,11 @@ class Broker:
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,
           config_path: str | None = None, *, tls_port: int | None = None,
           tls_certfile: str | None = None, tls_keyfile: str | None = None,
-          management_port: int | None = None) -> None:
+          management_port: int | None = None, management_host: str | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
+
+    ``management_port``: also serve the management API there, on ``management_host``
+    (default: ``host``; a loopback address keeps it local while ``host`` exposes AMQP).
 
     A TLS (amqps) listener is added when the config file has a ``[tls]`` section or
     ``tls_certfile`` is given (``tls_certfile``/``tls_keyfile`` override the file's certfile /
@@ -561,7 +564,8 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
             tls_bound = await broker.listen(host, tls.port, tls) if tls is not None else None
             if management_port is not None:
                 from ..management import start_management
-                await start_management(broker, "127.0.0.1" if host == "localhost" else host, management_port)
+                mhost = host if management_host is None else management_host
+                await start_management(broker, "127.0.0.1" if mhost == "localhost" else mhost, management_port)
         except BaseException:
             if broker.management is not None:
                 await broker.management.stop()

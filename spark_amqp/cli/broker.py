@@ -52,13 +52,17 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
 @click.option("--management-port", type=click.IntRange(0, 65535), default=None,
               help="Also serve RabbitMQ's management HTTP API, /metrics and a web page on this port "
                    "(RabbitMQ's is 15672; 0 = any free port).")
+@click.option("--management-host", default=None,
+              help="Interface of the management port [default: --host]. Keep it 127.0.0.1 (behind a "
+                   "TLS reverse proxy) when --host exposes the AMQP port; see docs/broker/security.md.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also append the log to this file (created with its folder if missing).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
-           management_port: int | None, log_file: Path | None, verbose: bool) -> None:
+           management_port: int | None, management_host: str | None, log_file: Path | None,
+           verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
     Clients connect with amqp://guest:guest@127.0.0.1:PORT/%2F unless the config says
@@ -74,6 +78,8 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
         raise click.BadParameter(f"no such file: {config_path}", param_hint="--config")
     if tls_key is not None and tls_cert is None:
         raise click.BadParameter("--tls-key needs --tls-cert", param_hint="--tls-key")
+    if management_host is not None and management_port is None:
+        raise click.BadParameter("--management-host needs --management-port", param_hint="--management-host")
     from ..broker.config import ConfigError, load_config
     from ..broker.server import BrokerError, serve
 
@@ -107,7 +113,8 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
         serve(host, port, str(data_dir) if data_dir else None,
               str(config_path) if config_path else None, tls_port=tls_port,
               tls_certfile=str(tls_cert) if tls_cert else None,
-              tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port)
+              tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port,
+              management_host=management_host)
     except KeyboardInterrupt:
         pass
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError

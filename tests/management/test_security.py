@@ -486,3 +486,43 @@ def test_permissions_unanchored_and_default_exchange_as_amq_default(side, unique
         err = _channel_error(ch.basic_qos, 1)
         assert isinstance(err, AccessRefused)
         assert "access to exchange 'amq.default' in vhost '/' refused" in str(err)
+
+
+# ------------------------------------------------------------------------- exposing safely
+def test_management_host_keeps_the_api_local_while_amqp_is_exposed():
+    """``spark-amqp broker --host <network address> --management-host 127.0.0.1``: AMQP on the
+    network address, the API on loopback only (docs/broker/security.md)."""
+    import socket
+    import sys
+
+    addr = _non_loopback_ipv4()
+    if addr is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to bind to")
+
+    def free(host: str) -> int:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+
+    amqp, http = free(addr), free("127.0.0.1")
+    p = subprocess.Popen([sys.executable, "-m", "spark_amqp.cli.main", "broker", "--host", addr, "--port", str(amqp),
+                          "--management-port", str(http), "--management-host", "127.0.0.1"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        status = None
+        while time.monotonic() < deadline and status is None:
+            try:
+                status = _raw(f"http://127.0.0.1:{http}/api/whoami", "GET", None,
+                              {"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})[0]
+            except OSError:
+                time.sleep(0.1)
+        assert status == 200, "the management port did not answer on 127.0.0.1 within 30 s"
+        with pytest.raises(OSError):
+            socket.create_connection((addr, http), timeout=5).close()
+        socket.create_connection((addr, amqp), timeout=5).close()
+    finally:
+        p.terminate()
+        _, err = p.communicate(timeout=30)
+    assert f"management API and web page on http://127.0.0.1:{http}/" in err
+    assert "management API on" not in err          # no exposure warning: it is local
