@@ -1,12 +1,13 @@
 """spark_amqp.management: RabbitMQ's management HTTP API, Prometheus metrics and a web page.
-May import: broker, protocol (and the package's ``__version__``); aiohttp, prometheus_client.
+May import: broker, protocol (and the package's ``__version__``); aiohttp, prometheus_client,
+re2 (``google-re2``).
 Imported by: the broker, which starts it on its own port (lazily), and the CLI through it.
 
 Layer: above the broker core (reads its objects, calls its declare/delete/route operations on
 its event loop), below the CLI. Start it with ``EmbeddedBroker(management=True)`` (then
 ``broker.management_url``), ``spark-amqp broker --management-port 15672`` or
 :func:`start_management` on a running :class:`~spark_amqp.broker.server.Broker`'s loop.
-Needs the ``broker`` extra (``aiohttp``, ``prometheus_client``).
+Needs the ``broker`` extra (``aiohttp``, ``prometheus_client``, ``google-re2``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ async def start_management(broker, host: str = "127.0.0.1", port: int = 0, **kw)
     coroutine running there); sets ``broker.management`` and returns the server.
 
     Raises :class:`~spark_amqp.broker.server.PortInUseError` when ``port`` is taken, and
-    ImportError naming the extra when aiohttp / prometheus_client are not installed.
+    ImportError naming the extra when aiohttp / prometheus_client / google-re2 are not installed.
     """
     try:
         from .server import ManagementServer
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(f"the management API needs aiohttp and prometheus_client: "
+        raise ImportError(f"the management API needs aiohttp, prometheus_client and google-re2: "
                           f"pip install 'spark-amqp[broker]' ({exc})") from exc
     srv = ManagementServer(broker, host, port, **kw)
     await srv.start()
