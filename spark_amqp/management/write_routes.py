@@ -2,7 +2,10 @@
 
 They call the same broker-core operations an AMQP client's methods do (so the same checks,
 errors and durable-store writes apply), on the broker's loop, then ``broker.kick()`` so that
-consumers get what changed. Answers as RabbitMQ 3.10's plugin: 201 on creation, 204 on an
+consumers get what changed. Authorization is the AMQP channel's, from
+:mod:`spark_amqp.broker.rules` (permissions incl. dead-letter / alternate exchange targets and
+unbind, exclusive queues, ``user_id``, ``max_message_size``, resource alarms: 503 here, since
+an HTTP request cannot be blocked like an AMQP publisher). Answers as RabbitMQ 3.10's plugin: 201 on creation, 204 on an
 equivalent re-declare or a delete, 200 with JSON for publish / get; errors via
 :func:`.http.amqp_to_api_error` (404 not_found, 401 not_authorised, 400 bad_request).
 Source: RabbitMQ ``rabbit_mgmt_wm_exchange``, ``_queue``, ``_binding``, ``_queue_purge``,
@@ -15,7 +18,7 @@ import base64
 from typing import Any
 
 from ..broker.message import Message, route_enc
-from ..broker.rules import (alarm_reason, check_binding, check_exchange_declare, check_exclusive,
+from ..broker.rules import (check_binding, check_exchange_declare, check_exclusive,
                             check_permission, check_publish, check_publish_alarm, check_queue_declare)
 from ..protocol.errors import AMQPError
 from ..protocol.properties import BasicProperties
@@ -236,11 +239,10 @@ def publish(ctx: Ctx, vhost: str, name: str):
     # the AMQP port's publish rules (user_id, max_message_size), then the resource alarms:
     # an AMQP publisher is blocked until they clear, an HTTP request cannot wait that long
     _channel_call(check_publish, ctx.broker.config, ctx.user.name, props.user_id, len(body))
-    if alarm_reason(ctx.broker) is not None:
-        try:
-            check_publish_alarm(ctx.broker)
-        except AMQPError as exc:
-            raise ApiError(503, "resource_alarm", exc.reply_text, {"Retry-After": "5"}) from None
+    try:
+        check_publish_alarm(ctx.broker)
+    except AMQPError as exc:
+        raise ApiError(503, "resource_alarm", exc.reply_text, {"Retry-After": "5"}) from None
     try:
         props_raw = props.encode()
         m = Message(xname, rk, props_raw, body, props)
