@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import re2
 
-__all__ = ["ListError", "apply_list_params", "compile_name_regex", "prune_columns"]
+__all__ = ["ListError", "REGEX_TIME_LIMIT", "apply_list_params", "compile_name_regex", "prune_columns", "uses_regex"]
 
 MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 100
@@ -28,6 +28,13 @@ DEFAULT_PAGE_SIZE = 100
 MAX_REGEX_LENGTH = 1000
 #: RE2's memory budget for one compiled ``name`` regex (bytes); more is refused
 REGEX_MAX_MEM = 1 << 20
+#: seconds a regex-filtered list may take (it runs in a worker thread, see server.py)
+REGEX_TIME_LIMIT = 10.0
+
+
+def uses_regex(query: Mapping[str, str]) -> bool:
+    """True when :func:`apply_list_params` would evaluate a user's regex for ``query``."""
+    return bool(query.get("name")) and query.get("use_regex") == "true" and ("page" in query or "page_size" in query)
 
 
 class ListError(ValueError):

@@ -23,6 +23,7 @@ Source: RabbitMQ management plugin (``rabbit_mgmt_dispatcher``, ``rabbit_mgmt_ut
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -37,7 +38,7 @@ from .auth import AuthError, authenticate_header
 from .csrf import check_write_request
 from .definitions import DEFINITION_ROUTES
 from .http import ApiError, Created, Ctx, NoContent, auth_error
-from .listing import ListError, apply_list_params, prune_columns
+from .listing import REGEX_TIME_LIMIT, ListError, apply_list_params, prune_columns, uses_regex
 from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
 from .rates import DEFAULT_INTERVAL, Sampler
 from .read_routes import GET_ROUTES
@@ -165,6 +166,19 @@ class ManagementServer:
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html")
 
+    async def _filter_off_loop(self, items: list, query) -> object:
+        """:func:`.listing.apply_list_params` with a user's regex, in a worker thread (the
+        items are this request's own copies): RE2 is linear-time, but over thousands of long
+        names it still takes a while, and the loop must keep serving AMQP meanwhile. More
+        than ``REGEX_TIME_LIMIT`` seconds: 400 (the thread finishes on its own; RE2 always
+        ends)."""
+        fut = asyncio.get_running_loop().run_in_executor(None, apply_list_params, items, query)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), REGEX_TIME_LIMIT)
+        except asyncio.TimeoutError:
+            raise ListError("bad_request", f"the name regex took longer than {REGEX_TIME_LIMIT:g} s over "
+                                           f"{len(items)} objects; use a simpler pattern") from None
+
     def _authenticate(self, request: web.Request):
         """The request's :class:`~.auth.Principal` (basic auth, ``loopback_users`` checked
         against the local address the request came in on, as the AMQP port does)."""
@@ -226,7 +240,9 @@ class ManagementServer:
         ctx = Ctx(self, principal, query, body, method)
         try:
             result = fn(ctx, **params)
-            if method == "GET" and isinstance(result, list):
+            if method == "GET" and isinstance(result, list) and uses_regex(query):
+                result = await self._filter_off_loop(result, query)
+            elif method == "GET" and isinstance(result, list):
                 result = apply_list_params(result, query)
             elif method == "GET" and isinstance(result, dict) and query.get("columns"):
                 result = prune_columns(result, [c for c in query["columns"].split(",") if c])
