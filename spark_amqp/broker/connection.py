@@ -123,7 +123,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.decoder: Decoder | None = None
         self._new_decoder()
         #: the handshake and close rules (sans-IO, server role); see _on_connection_method
-        self.sm = AMQPConnection(Role.SERVER)
+        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -279,7 +279,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         # before tune-ok, frames carry at most RabbitMQ's initial_frame_max (4096-byte
         # payload), which also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket
         # for a larger one); then the negotiated frame-max
-        fm = _INITIAL_FRAME_MAX + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
+        # (RabbitMQ 4.1+: initial_frame_max defaults to FRAME_MIN_SIZE, 8192, rabbit_reader at v4.3.0)
+        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
         self.decoder = Decoder(frame_max=fm, expect_protocol_header=header,
                                max_body_size=self.broker.config.max_message_size,
                                raw_content=True, drop_oversized=True,

@@ -52,13 +52,17 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
 @click.option("--management-port", type=click.IntRange(0, 65535), default=None,
               help="Also serve RabbitMQ's management HTTP API, /metrics and a web page on this port "
                    "(RabbitMQ's is 15672; 0 = any free port).")
+@click.option("--rabbitmq-version", type=click.Choice(["4.3", "3.10"]), default=None,
+              help="The RabbitMQ release to behave like [default: the config's rabbitmq_version, "
+                   "else 4.3]; docs/broker/rabbitmq-versions.md lists the differences.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also append the log to this file (created with its folder if missing).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
-           management_port: int | None, log_file: Path | None, verbose: bool) -> None:
+           management_port: int | None, rabbitmq_version: str | None, log_file: Path | None,
+           verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
     Clients connect with amqp://guest:guest@127.0.0.1:PORT/%2F unless the config says
@@ -107,7 +111,8 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
         serve(host, port, str(data_dir) if data_dir else None,
               str(config_path) if config_path else None, tls_port=tls_port,
               tls_certfile=str(tls_cert) if tls_cert else None,
-              tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port)
+              tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port,
+              rabbitmq_version=rabbitmq_version)
     except KeyboardInterrupt:
         pass
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
