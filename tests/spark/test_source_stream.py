@@ -25,7 +25,7 @@ FIRST_BATCH = 180
 def queue(broker_url, unique):
     names = []
 
-    def make(prefix="src", durable=False, arguments=None):
+    def make(prefix="src", durable=True, arguments=None):
         q = unique(prefix)
         declare(broker_url, q, durable=durable, arguments=arguments)
         names.append(q)
