@@ -379,6 +379,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             "platform": "Python/asyncio", "copyright": "spark-amqp contributors",
             "information": "AMQP 0-9-1 embedded broker; https://www.rabbitmq.com/amqp-0-9-1-reference.html semantics",
             "cluster_name": "spark-amqp@localhost",
+            # not a RabbitMQ key: lets spark-amqp clients learn the limit (client/broker_limits.py)
+            "max_message_size": self.broker.config.max_message_size,
             "capabilities": {
                 "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
                 "consumer_cancel_notify": True, "connection.blocked": True,

@@ -302,6 +302,11 @@ class AMQPConnection:
         self._peer_plain = _PLAIN_BY_SENDER[self.peer_role]
         self._own_plain = _PLAIN_BY_SENDER[role]
 
+    def set_max_body_size(self, max_body_size: int) -> None:
+        """Change the largest content body accepted from the peer (bytes), e.g. once the
+        server-properties told the broker's limit; takes effect for the next content."""
+        self._decoder.max_body_size = max_body_size
+
     # ------------------------------------------------------------------ queries
 
     def channel_state(self, channel: int) -> ChannelState:
