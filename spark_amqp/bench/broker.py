@@ -160,7 +160,7 @@ def run_suite(name: str, url: str, args, with_client: bool) -> dict[str, float]:
     admin = _pika_conn(url)
     ach = admin.channel()
     q = _queue_name(name)
-    ach.queue_declare(q, durable=True)   # RabbitMQ 4.3 refuses transient non-exclusive queues
+    ach.queue_declare(q)
     try:
         res["pika publish"] = pika_publish(url, q, args.messages, body)
         res["pika consume"] = pika_consume(url, q, args.messages, args.prefetch, args.ack_every)

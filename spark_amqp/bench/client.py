@@ -208,7 +208,7 @@ def run(url: str, count: int, body_size: int, confirm_count: int, rounds: int,
     cpu: dict[str, list[float]] = {}
     admin_conn = connect(url)
     admin = admin_conn.channel()
-    admin.queue_declare(queue, durable=True)   # RabbitMQ 4.3 refuses transient non-exclusive queues
+    admin.queue_declare(queue)
     plan = [
         ("pika publish, no confirms", pika_publish, count),
         ("pika publish, per-message confirms", pika_publish_confirmed, confirm_count),

@@ -117,7 +117,7 @@ def main(argv=None) -> int:
             try:
                 with connect(args.url) as c:
                     c.channel().queue_declare(
-                        queue, durable=True,
+                        queue, durable=quorum,
                         arguments={"x-queue-type": "quorum"} if quorum else None)
                 fill_queue(args.url, queue, args.messages, b"x" * 200)
                 with CpuAccount() as acct:

@@ -177,7 +177,7 @@ def amqp_run(spark, url: str, bodies: list[bytes], per_trigger: int, out: str,
     options = options or {}
     queue = f"bench-job-{uuid.uuid4().hex[:8]}"
     with connect(url) as c:
-        c.channel().queue_declare(queue, durable=True)
+        c.channel().queue_declare(queue)
     try:
         with connect(url) as c:
             ch = c.channel()

@@ -65,7 +65,7 @@ def polling_cpu(args, queues: int) -> tuple[float, float, int]:
         conn = pika.BlockingConnection(pika.URLParameters(broker.url))
         ch = conn.channel()
         for i in range(queues):
-            ch.queue_declare(f"bench-mgmt-{i}", durable=True)
+            ch.queue_declare(f"bench-mgmt-{i}")
             ch.basic_publish("", f"bench-mgmt-{i}", b"x" * args.size)
         conn.process_data_events(0.5)
         time.sleep(1.0)

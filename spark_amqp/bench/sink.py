@@ -157,9 +157,7 @@ class Target:
         self._conn = pika.BlockingConnection(pika.URLParameters(url))
         ch = self._conn.channel()
         ch.exchange_declare(self.exchange, "direct", durable=False, auto_delete=False)
-        # not durable: exclusive to this connection (RabbitMQ 4.3 refuses a non-durable queue
-        # that is not exclusive; publishers on other connections may still route to it)
-        ch.queue_declare(self.queue, durable=durable_queue, exclusive=not durable_queue)
+        ch.queue_declare(self.queue, durable=durable_queue)
         ch.queue_bind(self.queue, self.exchange, self.routing_key)
         self.ch = ch
 

@@ -447,7 +447,7 @@ def main(argv=None) -> int:
                 with connect(url) as c:
                     quorum = args.queue_type == "quorum"
                     c.channel().queue_declare(
-                        queue, durable=True,
+                        queue, durable=quorum,
                         arguments={"x-queue-type": "quorum"} if quorum else None)
                 fill_queue(url, queue, n, body)
                 with CpuAccount() as acct:
