@@ -60,10 +60,31 @@ def rabbitmq_url() -> str:
 
 @pytest.fixture(scope="session")
 def embedded_broker():
-    """One in-memory embedded broker on an ephemeral port for the whole run."""
+    """One in-memory embedded broker on an ephemeral port for the whole run, in the default
+    mode (RabbitMQ 4.3; tests/broker/conformance and tests/client use ``embedded_broker_310``)."""
     from spark_amqp import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def embedded_broker_310():
+    """An in-memory embedded broker in RabbitMQ 3.10 mode (``rabbitmq_version="3.10"``), for
+    the tests that compare it with the local RabbitMQ 3.10.8: tests/broker/conformance and
+    tests/client make it their ``embedded_broker``."""
+    from spark_amqp import EmbeddedBroker
+
+    with EmbeddedBroker(rabbitmq_version="3.10") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def embedded_broker_43():
+    """An in-memory embedded broker in RabbitMQ 4.3 mode, named so (the default mode too)."""
+    from spark_amqp import EmbeddedBroker
+
+    with EmbeddedBroker(rabbitmq_version="4.3") as broker:
         yield broker
 
 

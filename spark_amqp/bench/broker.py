@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     from spark_amqp import EmbeddedBroker
 
     results: dict[str, dict[str, float]] = {}
-    with (EmbeddedBroker() if args.in_process else BrokerProcess()) as broker:
+    with (EmbeddedBroker(rabbitmq_version="3.10") if args.in_process else BrokerProcess()) as broker:
         results["embedded"] = run_suite("embedded", broker.url, args, True)
     if not args.no_rabbitmq:
         try:

@@ -24,17 +24,21 @@ class BrokerProcess:
     GIL with the baselines. ``url`` is its AMQP URI; use as a context manager (SIGTERM on exit).
     ``pid``: the process id, to measure its CPU. ``data_dir``: a data directory (durable
     store and stream segment files) instead of memory only. ``management``: also serve the
-    management HTTP API, on ``http_port`` (else None)."""
+    management HTTP API, on ``http_port`` (else None). ``rabbitmq_version``: the mode (3.10)."""
 
     def __init__(self, start_timeout: float = 20.0, data_dir: str | None = None,
-                 management: bool = False):
+                 management: bool = False, rabbitmq_version: str = "3.10"):
+        # "3.10" by default: the benchmarks compare with the local RabbitMQ 3.10.8, so the
+        # embedded broker behaves like it (e.g. 128 MiB max_message_size for the large-message
+        # runs; docs/broker/rabbitmq-versions.md)
         self.port = _free_port()
         self.http_port = _free_port() if management else None
         self.proc = subprocess.Popen([sys.executable, "-c",
                                       "import logging; logging.basicConfig(level=logging.WARNING); "
                                       f"from spark_amqp.broker import serve; "
                                       f"serve('127.0.0.1', {self.port}, {data_dir!r}, "
-                                      f"management_port={self.http_port})"])
+                                      f"management_port={self.http_port}, "
+                                      f"rabbitmq_version={rabbitmq_version!r})"])
         self.pid = self.proc.pid
         deadline = time.monotonic() + start_timeout
         for port in filter(None, (self.port, self.http_port)):

@@ -132,7 +132,7 @@ class Channel:
             self.unacked_count += 1
             q.unacked_count += 1
         k_enc, k_props, k_blen, pre, post = c.frame_cache
-        if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.delivery_count):
+        if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.acquired_count):
             # the frame parts of the consumer's previous delivery fit (round-robin hot path)
             conn = self.conn
             out = conn.out
@@ -228,11 +228,11 @@ class Channel:
         k_enc, k_props, k_blen, pre, post = fc if len(fc) == 5 else (None, None, -1, b"", b"")
         for m in msgs:
             props_raw = m.props_raw
-            if quorum and m.delivery_count:
+            if quorum and m.acquired_count:
                 # RabbitMQ 3.10.8 (checked with pika): basic.deliver of a quorum queue carries
                 # x-delivery-count only once the message was returned (1, 2, ...); basic.get-ok
-                # carries it from 0.
-                props_raw = _with_delivery_count(m)
+                # carries it from 0. 4.3: see _with_delivery_count.
+                props_raw = _with_delivery_count(m, not q.requeue_counts)
             enc = m.enc
             body = m.body
             blen = len(body)
@@ -382,8 +382,11 @@ class Channel:
             raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
         return batch
 
-    def _settle(self, batch: tuple[list, list, list], requeue: bool | None) -> None:
-        """ack (requeue=None) or reject (requeue bool) the (tags, messages, owners) ``batch``."""
+    def _settle(self, batch: tuple[list, list, list], requeue: bool | None,
+                failed: bool = True) -> None:
+        """ack (requeue=None) or reject (requeue bool) the (tags, messages, owners) ``batch``.
+        ``failed``: a requeue counts as a failed delivery (a quorum queue's delivery count and
+        limit; see :meth:`Queue.requeue`)."""
         mark = self.broker.mark_queue
         _, msgs, owners = batch
         if requeue is None and msgs:
@@ -426,7 +429,7 @@ class Channel:
                     touched.add(id(q))
                     mark(q)
             for q, *ms in by_q.values():
-                q.requeue(ms)
+                q.requeue(ms, failed)
         if self.prefetch_global:
             for c in self.consumers.values():
                 mark(c.queue)
@@ -434,7 +437,7 @@ class Channel:
     def on_ack(self, method) -> None:
         entries = self._take(method.delivery_tag, method.multiple, 60, 80)
         if self.tx:
-            self.tx_acks.append((entries, None))
+            self.tx_acks.append((entries, None, True))
             return
         self._settle(entries, None)
 
@@ -448,28 +451,35 @@ class Channel:
                                          f"'{q.name}' in vhost '{self.vhost.name}'", 60, 120 if multiple else 90)
 
     def on_nack(self, method) -> None:
+        """basic.nack. With requeue, RabbitMQ 4.3 returns the messages without counting a
+        failed delivery (rabbit_channel: ``requeue`` -> rabbit_fifo ``return``, DeliveryFailed
+        false, at v4.3.0); 3.10 counts it."""
         if self.unacked:
             self._refuse_stream_settle(method.delivery_tag, method.multiple)
         entries = self._take(method.delivery_tag, method.multiple, 60, 120)
+        failed = self.broker.config.behaviour.requeue_counts_delivery
         if self.tx:
-            self.tx_acks.append((entries, method.requeue))
+            self.tx_acks.append((entries, method.requeue, failed))
             return
-        self._settle(entries, method.requeue)
+        self._settle(entries, method.requeue, failed)
 
     def on_reject(self, method) -> None:
         if self.unacked:
             self._refuse_stream_settle(method.delivery_tag, False)
         entries = self._take(method.delivery_tag, False, 60, 90)
         if self.tx:
-            self.tx_acks.append((entries, method.requeue))
+            # basic.reject with requeue counts in 4.3 too (``{modify, DeliveryFailed=true}``)
+            self.tx_acks.append((entries, method.requeue, True))
             return
         self._settle(entries, method.requeue)
 
-    def requeue_all(self) -> None:
-        """Requeue every unacked message (channel close, recover)."""
+    def requeue_all(self, failed: bool = True) -> None:
+        """Requeue every unacked message (channel close or lost connection: a failed delivery,
+        rabbit_fifo ``return_all`` of a consumer ``down``; basic.recover: ``failed`` false in
+        RabbitMQ 4.3, where it is a ``requeue``)."""
         if not self.unacked:
             return
-        self._settle(self.unacked.take_all(), True)
+        self._settle(self.unacked.take_all(), True, failed)
 
     def on_recover(self, method) -> None:
         if not method.requeue:
@@ -479,15 +489,18 @@ class Channel:
             # RabbitMQ 3.10.8 crashes (541) on basic.recover with unacked stream deliveries
             raise InternalError("basic.recover with unacknowledged deliveries from a stream queue: a stream "
                                 "never redelivers; consume again from the offset to read", 60, 110)
-        self.requeue_all()
+        self.requeue_all(self.broker.config.behaviour.requeue_counts_delivery)
         if method.INDEX == spec.Basic.Recover.INDEX:
             self.send(spec.Basic.RecoverOk())
 
     # ================================================================== qos / consume
     def on_qos(self, method) -> None:
+        """basic.qos. RabbitMQ 4.3 (deprecated feature ``global_qos``, denied_by_default):
+        ``global=true`` is handled as ``global=false``, a prefetch for each new consumer
+        (rabbit_channel ``handle_method(#'basic.qos'{global = true})`` at v4.3.0)."""
         if method.prefetch_size:
             raise AMQPNotImplemented(f"prefetch_size!=0 ({method.prefetch_size})", 60, 10)
-        if method.global_:
+        if method.global_ and self.broker.config.behaviour.global_qos:
             self.prefetch_global = method.prefetch_count
             for c in self.consumers.values():
                 self.broker.mark_queue(c.queue)
@@ -599,7 +612,7 @@ class Channel:
             # RabbitMQ 3.10: basic.get messages do not count against the channel's prefetch
             self.unacked.add(tag, m, q)
             q.unacked_count += 1
-        props_raw = _with_delivery_count(m) if q.quorum else m.props_raw
+        props_raw = (_with_delivery_count(m, not q.requeue_counts) if q.quorum else m.props_raw)
         payload = b"".join((_GETOK_ID, _P_QB(tag, m.redelivered), m.enc, _P_GETOK_TAIL(q.message_count)))
         self._content_frames(payload, props_raw, m.body, self.conn.out)
         self.conn.mark_dirty()
@@ -632,8 +645,8 @@ class Channel:
                 continue
             t, _ = self.broker.enqueue(queues, m)
             ticket = max(ticket, t)
-        for entries, requeue in acks:
-            self._settle(entries, requeue)
+        for entries, requeue, failed in acks:
+            self._settle(entries, requeue, failed)
         if ticket and ticket > self.broker.store.durable_ticket:
             self.broker.after_commit(ticket, lambda: self.closing or self.send(spec.Tx.CommitOk()),
                                      self._tx_commit_failed)
@@ -654,7 +667,7 @@ class Channel:
         if not self.tx:
             raise PreconditionFailed("channel is not transactional", 90, 30)
         # acks recorded in the transaction are undone: those messages are unacked again
-        restored = [batch for batch, _ in self.tx_acks if batch[0]]
+        restored = [batch for batch, *_ in self.tx_acks if batch[0]]
         self.tx_publishes, self.tx_acks = [], []
         if restored:
             self.unacked.restore(restored)
@@ -802,15 +815,25 @@ class Channel:
         self.broker.store_waiters.discard(self)
 
 
-def _with_delivery_count(m: Message) -> bytes:
+def _with_delivery_count(m: Message, v4: bool = False) -> bytes:
     """Properties of a quorum-queue delivery: headers + ``x-delivery-count`` (RabbitMQ 3.10.8
-    sends it on every get-ok, 0 first, and on a basic.deliver once the count is above 0)."""
+    sends it on every get-ok, 0 first, and on a basic.deliver once the count is above 0).
+    ``v4`` (RabbitMQ 4.3, rabbit_fifo_client ``add_delivery_count_header`` at v4.3.0, for
+    deliveries and get-ok alike): ``x-acquired-count`` once the message was returned at all,
+    ``x-delivery-count`` once a delivery failed; a message never returned carries neither."""
     from ..protocol.properties import BasicProperties
 
+    if v4 and not m.acquired_count:
+        return m.props_raw
     p = m.props
     q = BasicProperties(**p.as_dict())
     h = dict(q.headers or {})
-    h["x-delivery-count"] = m.delivery_count
+    if v4:
+        h["x-acquired-count"] = m.acquired_count
+        if m.delivery_count:
+            h["x-delivery-count"] = m.delivery_count
+    else:
+        h["x-delivery-count"] = m.delivery_count
     q.headers = h
     return q.encode()
 

@@ -8,7 +8,9 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     channel_max = 2047                 # RabbitMQ's default
     heartbeat = 60                     # seconds offered in connection.tune (0 = off)
     memory_high_watermark = 1073741824 # bytes of message bodies held before connection.blocked
-    max_message_size = 134217728       # bytes (RabbitMQ 3.10 default 128 MiB)
+    rabbitmq_version = "4.3"           # the RabbitMQ release to behave like: "4.3" (default) | "3.10"
+                                       # (docs/broker/rabbitmq-versions.md lists the differences)
+    max_message_size = 16777216        # bytes; default: the version's (4.3: 16 MiB, 3.10: 128 MiB)
     max_connections = 0                # 0 = unlimited
     handshake_timeout = 10000          # ms a new connection has to finish the handshake (RabbitMQ's)
     loopback_users = ["guest"]         # users refused unless connected to a loopback address
@@ -79,6 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
+from .versions import DEFAULT_VERSION, Behaviour, behaviour
 
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError", "parse_size"]
@@ -240,7 +243,10 @@ class BrokerConfig:
     ``write_buffer_limit`` in bytes; ``heartbeat`` in seconds; ``handshake_timeout`` in
     milliseconds (RabbitMQ's unit and default, 10000); ``max_connections`` and
     ``channel_max`` counts (0 = unlimited). ``loopback_users``: user names that may only
-    connect via a loopback interface (default ``["guest"]``).
+    connect via a loopback interface (default ``["guest"]``). ``rabbitmq_version``: the
+    RabbitMQ release to behave like, ``"4.3"`` (default) or ``"3.10"`` (:mod:`.versions`);
+    ``max_message_size`` ``None`` means that version's default (16 MiB / 128 MiB).
+    Raises :class:`ConfigError` for an unknown ``rabbitmq_version``.
     """
 
     users: dict[str, User] = field(default_factory=lambda: {"guest": User("guest", "guest", ["administrator"])})
@@ -252,7 +258,7 @@ class BrokerConfig:
     channel_max: int = 2047
     heartbeat: int = 60
     memory_high_watermark: int = 1 << 30
-    max_message_size: int = 128 * 1024 * 1024
+    max_message_size: int | None = None
     max_connections: int = 0
     write_buffer_limit: int = 4 * 1024 * 1024
     disk_free_limit: int = 50_000_000
@@ -260,6 +266,29 @@ class BrokerConfig:
     tls: TLSConfig | None = None
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])
     handshake_timeout: int = 10000
+    rabbitmq_version: str = DEFAULT_VERSION
+    #: True when max_message_size came from the version (so a version change moves it too)
+    _default_max_message_size: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.set_version(self.rabbitmq_version)
+
+    def set_version(self, version: str) -> None:
+        """Behave like RabbitMQ ``version`` ("3.10" or "4.3"); a max_message_size that was
+        not set explicitly follows the version's default. Raises :class:`ConfigError`."""
+        try:
+            b = behaviour(version)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.rabbitmq_version = b.version
+        if self.max_message_size is None or self._default_max_message_size:
+            self.max_message_size = b.max_message_size
+            self._default_max_message_size = True
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """The :class:`~.versions.Behaviour` of ``rabbitmq_version``."""
+        return behaviour(self.rabbitmq_version)
 
     def permission(self, user: str, vhost: str) -> Permission | None:
         return self.permissions.get((user, vhost))
@@ -395,12 +424,19 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
     if path is not None:
         data = _toml_load(Path(path))
         b = data.get("broker", {})
+        if "rabbitmq_version" in b:
+            try:
+                cfg.set_version(str(b["rabbitmq_version"]))
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: [broker] {exc}") from None
         for key in _INT_KEYS:
             if key in b:
                 v = b[key]
                 if not isinstance(v, int) or v < 0:
                     raise ConfigError(f"{path}: [broker] {key} must be a non-negative integer, got {v!r}")
                 setattr(cfg, key, v)
+                if key == "max_message_size":
+                    cfg._default_max_message_size = False
         if cfg.max_message_size > MAX_MESSAGE_SIZE_LIMIT:
             raise ConfigError(f"{path}: [broker] max_message_size must be at most {MAX_MESSAGE_SIZE_LIMIT} "
                               f"(512 MiB, RabbitMQ's hard limit), got {cfg.max_message_size}")
@@ -436,7 +472,11 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
                     except re.error as exc:
                         raise ConfigError(f"{path}: permission {kind} regex for {p['user']}@{p['vhost']} is invalid: {exc}") from None
                 cfg.permissions[(p["user"], p["vhost"])] = perm
+    if overrides.get("rabbitmq_version") is not None:
+        cfg.set_version(overrides.pop("rabbitmq_version"))
     for k, v in overrides.items():
         if v is not None:
             setattr(cfg, k, v)
+            if k == "max_message_size":
+                cfg._default_max_message_size = False
     return cfg

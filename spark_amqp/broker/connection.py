@@ -124,7 +124,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.decoder: Decoder | None = None
         self._new_decoder()
         #: the handshake and close rules (sans-IO, server role); see _on_connection_method
-        self.sm = AMQPConnection(Role.SERVER)
+        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -280,7 +280,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         # before tune-ok, frames carry at most RabbitMQ's initial_frame_max (4096-byte
         # payload), which also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket
         # for a larger one); then the negotiated frame-max
-        fm = _INITIAL_FRAME_MAX + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
+        # (RabbitMQ 4.1+: initial_frame_max defaults to FRAME_MIN_SIZE, 8192, rabbit_reader at v4.3.0)
+        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
         self.decoder = Decoder(frame_max=fm, expect_protocol_header=header,
                                max_body_size=self.broker.config.max_message_size,
                                raw_content=True, drop_oversized=True,
@@ -379,6 +380,8 @@ class AMQPServerProtocol(asyncio.Protocol):
             "platform": "Python/asyncio", "copyright": "spark-amqp contributors",
             "information": "AMQP 0-9-1 embedded broker; https://www.rabbitmq.com/amqp-0-9-1-reference.html semantics",
             "cluster_name": "spark-amqp@localhost",
+            # not a RabbitMQ key: lets spark-amqp clients learn the limit (client/broker_limits.py)
+            "max_message_size": self.broker.config.max_message_size,
             "capabilities": {
                 "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
                 "consumer_cancel_notify": True, "connection.blocked": True,

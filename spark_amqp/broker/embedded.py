@@ -11,6 +11,9 @@ amqps listener (RabbitMQ's ``listeners.ssl.default``) next to the plain one; ``b
 ``certfile``/``keyfile`` for a client certificate, ``auth_mechanism=external`` for EXTERNAL).
 See :mod:`.config` and https://www.rabbitmq.com/docs/ssl.
 
+Version: ``EmbeddedBroker(rabbitmq_version="3.10")`` behaves like RabbitMQ 3.10.8 instead of
+4.3, the default (the differences: :mod:`.versions`, docs/broker/rabbitmq-versions.md).
+
 Management: ``EmbeddedBroker(management=True)`` (a free port) or ``management=15672`` also
 serves RabbitMQ's management HTTP API, ``/metrics`` and a web page on the broker's loop
 (:mod:`spark_amqp.management`); ``b.management_url`` is ``http://127.0.0.1:<port>/``.
@@ -19,6 +22,7 @@ serves RabbitMQ's management HTTP API, ``/metrics`` and a web page on the broker
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -43,6 +47,9 @@ class EmbeddedBroker:
             ``[tls] port`` is for ``spark-amqp broker`` only).
         management: ``None``/``False`` (default): no HTTP server; ``True``: the management
             API on a free port; an int: on that port (same interface as ``host``).
+        rabbitmq_version: ``"4.3"`` or ``"3.10"``: the RabbitMQ release to behave like;
+            None (default) = the config's ``rabbitmq_version`` (itself "4.3" by default). A
+            given ``config`` object is copied, not changed.
 
     Attributes: ``port`` (int, after start), ``url`` (str), ``tls_port`` / ``tls_url`` (with
     TLS), ``management_port`` / ``management_url`` (with management), ``broker`` (the core object; only touch it from the broker thread).
@@ -53,7 +60,8 @@ class EmbeddedBroker:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, data_dir: str | Path | None = None,
                  config: BrokerConfig | str | Path | None = None, *, tls: TLSConfig | None = None,
-                 tls_port: int = 0, management: bool | int | None = None):
+                 tls_port: int = 0, management: bool | int | None = None,
+                 rabbitmq_version: str | None = None):
         self.host = host
         self.port = port
         self.data_dir = str(data_dir) if data_dir is not None else None
@@ -61,6 +69,9 @@ class EmbeddedBroker:
             self.config = config or BrokerConfig()
         else:
             self.config = load_config(config)
+        if rabbitmq_version is not None:
+            self.config = copy.copy(self.config)
+            self.config.set_version(rabbitmq_version)
         self.tls = tls if tls is not None else self.config.tls
         self.tls_port = tls_port
         self.management_port: int | None = (None if management is None or management is False

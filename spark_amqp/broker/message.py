@@ -56,13 +56,17 @@ class Message:
         expires_at: monotonic deadline in seconds, or None (per-message / queue TTL).
         redelivered: delivered before and requeued (bool).
         delivery_count: failed deliveries so far (quorum queues' x-delivery-count).
+        dead_lettered: made by the broker's dead-lettering (its x-death header is the
+            broker's, which RabbitMQ 4.x continues; a published one it does not interpret).
+        acquired_count: returns of any kind so far (RabbitMQ 4.3 quorum queues'
+            x-acquired-count; not kept in the durable store).
         seq: enqueue order inside its queue (int) - requeued messages go back by it.
         store_id: the row id in the durable store, or None when not persisted.
         props: the decoded :class:`BasicProperties` (decoded on first access).
     """
 
     __slots__ = ("exchange", "routing_key", "props_raw", "body", "persistent", "priority",
-                 "expires_at", "redelivered", "delivery_count", "seq", "store_id", "_props",
+                 "expires_at", "redelivered", "delivery_count", "acquired_count", "dead_lettered", "seq", "store_id", "_props",
                  "ttl_ms", "enc")
 
     def __init__(self, exchange: str, routing_key: str, props_raw: bytes, body: bytes,
@@ -85,6 +89,8 @@ class Message:
         self.expires_at = None
         self.redelivered = False
         self.delivery_count = 0
+        self.acquired_count = 0
+        self.dead_lettered = False
         self.seq = 0
         self.store_id = None
         self.enc = None
@@ -116,6 +122,8 @@ class Message:
         m.expires_at = None
         m.redelivered = False
         m.delivery_count = 0
+        m.acquired_count = 0
+        m.dead_lettered = self.dead_lettered
         m.seq = 0
         m.store_id = None
         m.enc = self.enc

@@ -19,7 +19,13 @@ Semantics follow RabbitMQ 3.10 classic and quorum queues (RabbitMQ docs "Queues"
   publishers) or ``reject-publish-dlx``;
 - ``x-max-priority``: one FIFO per priority level, highest first;
 - ``x-queue-type=quorum``: ``x-delivery-limit`` and the ``x-delivery-count`` header on
-  redelivery; messages over the limit are dead-lettered with reason ``delivery_limit``;
+  redelivery; messages over the limit are dead-lettered with reason ``delivery_limit`` (or
+  dropped without a dead-letter exchange). RabbitMQ 4.3 (``rabbitmq_version``, see
+  :mod:`.versions`): the limit defaults to 20 (rabbit_quorum_queue ``DEFAULT_DELIVERY_LIMIT``),
+  a negative one means none (rabbit_fifo ``update_config``), and only failed deliveries count
+  (basic.reject with requeue, a closed channel or lost connection), not basic.nack/recover
+  with requeue (rabbit_fifo ``incr_msg_headers``, release-notes/4.3.0.md); deliveries then
+  carry ``x-acquired-count`` (every return) besides ``x-delivery-count`` (failed ones);
 - ``x-single-active-consumer``: only the first consumer receives, the next takes over when
   it goes away.
 """
@@ -181,7 +187,9 @@ class Queue:
             raise PreconditionFailed(f"invalid arg 'x-message-ttl' for queue '{name}' in vhost '{vhost.name}': must be >= 0", 50, 10)
         if self.expires_ms is not None and self.expires_ms <= 0:
             raise PreconditionFailed(f"invalid arg 'x-expires' for queue '{name}' in vhost '{vhost.name}': must be > 0", 50, 10)
-        for a in ("x-max-length", "x-max-length-bytes", "x-delivery-limit"):
+        bhv = broker.config.behaviour
+        for a in ("x-max-length", "x-max-length-bytes") + (
+                ("x-delivery-limit",) if bhv.quorum_delivery_limit is None else ()):
             v = args.get(a)
             if isinstance(v, int) and not isinstance(v, bool) and v < 0:
                 raise PreconditionFailed(f"invalid arg '{a}' for queue '{name}' in vhost '{vhost.name}': "
@@ -197,6 +205,14 @@ class Queue:
             raise PreconditionFailed(f"invalid arg 'x-delivery-limit' for queue '{name}' in vhost '{vhost.name}': "
                                      f"only quorum queues support it", 50, 10)
         self.delivery_limit = _arg_int(args, "x-delivery-limit") if self.quorum else None
+        if self.quorum and bhv.quorum_delivery_limit is not None:
+            # RabbitMQ 4.x: 20 when not set; a negative limit disables it (v4.3.0 rabbit_fifo)
+            if self.delivery_limit is None:
+                self.delivery_limit = bhv.quorum_delivery_limit
+            elif self.delivery_limit < 0:
+                self.delivery_limit = None
+        #: a requeue by basic.nack / basic.recover counts as a failed delivery (3.10)
+        self.requeue_counts = bhv.requeue_counts_delivery
         sac = args.get("x-single-active-consumer")
         if sac is not None and not isinstance(sac, bool):
             raise PreconditionFailed(f"invalid arg 'x-single-active-consumer' for queue '{name}' in vhost "
@@ -344,9 +360,11 @@ class Queue:
         else:
             self.discard(msg, "rejected")
 
-    def requeue(self, msgs: list[Message]) -> None:
+    def requeue(self, msgs: list[Message], failed: bool = True) -> None:
         """Return delivered (now unacked-count-adjusted) messages to their original positions
-        with redelivered=true. Quorum queues count the delivery and dead-letter over the limit."""
+        with redelivered=true. Quorum queues count the delivery and dead-letter over the limit:
+        every return in RabbitMQ 3.10; in 4.3 only ``failed`` ones (a reject, a closed channel,
+        a lost connection; not a basic.nack/recover requeue), and ``acquired_count`` counts all."""
         keep = []
         limit = self.delivery_limit
         now = time.monotonic()
@@ -357,7 +375,9 @@ class Queue:
                 self.discard(m, "expired")
                 continue
             if self.quorum:
-                m.delivery_count += 1
+                m.acquired_count += 1
+                if failed or self.requeue_counts:
+                    m.delivery_count += 1
                 if limit is not None and m.delivery_count > limit:
                     self.discard(m, "delivery_limit")
                     continue

@@ -433,7 +433,7 @@ class Broker:
             m.priority = p.priority or 0
             m.enc = route_enc(exchange, rk)
             m.redelivered = bool(redelivered)
-            m.delivery_count = dcount or 0
+            m.delivery_count = m.acquired_count = dcount or 0
             m.store_id = sid
             self.mem_used += len(m.body)
             q.enqueue(m)
@@ -524,11 +524,14 @@ class Broker:
 def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None,
           config_path: str | None = None, *, tls_port: int | None = None,
           tls_certfile: str | None = None, tls_keyfile: str | None = None,
-          management_port: int | None = None, management_host: str | None = None) -> None:
+          management_port: int | None = None, management_host: str | None = None,
+          rabbitmq_version: str | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
 
     ``management_port``: also serve the management API there, on ``management_host``
     (default: ``host``; a loopback address keeps it local while ``host`` exposes AMQP).
+    ``rabbitmq_version`` ("3.10"/"4.3") overrides the config's ``rabbitmq_version``
+    (:mod:`.versions`; default: the config's, else "4.3").
 
     A TLS (amqps) listener is added when the config file has a ``[tls]`` section or
     ``tls_certfile`` is given (``tls_certfile``/``tls_keyfile`` override the file's certfile /
@@ -539,7 +542,7 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = load_config(config_path)
+    config = load_config(config_path, rabbitmq_version=rabbitmq_version)
     if data_dir is None:
         data_dir = config.data_dir
     if tls_certfile is not None:
@@ -573,8 +576,9 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
                 srv.close()
             broker.store.close()
             raise
-        log.info("spark-amqp broker ready on %s:%d%s (data_dir=%s)", host, bound,
-                 f", amqps on port {tls_bound}" if tls_bound is not None else "", data_dir or "in memory")
+        log.info("spark-amqp broker ready on %s:%d%s (data_dir=%s, behaves like RabbitMQ %s)", host, bound,
+                 f", amqps on port {tls_bound}" if tls_bound is not None else "", data_dir or "in memory",
+                 config.rabbitmq_version)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:

@@ -260,7 +260,7 @@ class StreamQueue(Queue):
     def reject(self, msg, requeue: bool) -> None:
         self.unacked_count -= 1
 
-    def requeue(self, msgs) -> None:
+    def requeue(self, msgs, failed: bool = True) -> None:
         """Returned deliveries (channel closed, nack, reject): a stream never redelivers."""
 
     def purge(self) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..protocol.errors import (AccessRefused, CommandInvalid, NotFound, PreconditionFailed,
-                               ResourceLocked)
+from ..protocol.errors import (AccessRefused, CommandInvalid, InternalError, NotFound,
+                               PreconditionFailed, ResourceLocked)
 from ..protocol.properties import BasicProperties
 from ..protocol.values import Typed
 from .exchange import EXCHANGE_TYPES, Binding, Exchange, check_binding_arguments
@@ -24,6 +24,7 @@ from .message import Message, route_enc
 from .queue import Queue
 from .rules import check_exclusive
 from .stream_queue import STREAM_EQUIV_ARGS, StreamQueue, check_stream_declare
+from .versions import transient_nonexcl_denied_text
 
 __all__ = ["VHost"]
 
@@ -158,6 +159,14 @@ class VHost:
         if name.startswith("amq.") and not server_named:
             # RabbitMQ 3.10 refuses a non-passive declare of any amq.* name, even an existing one
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'", cid, mid)
+        bhv = self.broker.config.behaviour
+        if not bhv.classic_queue_v1:
+            _check_queue_version_4(name, self.name, arguments or {}, cid, mid)
+        if not bhv.transient_nonexcl_queues and not durable and not exclusive:
+            # RabbitMQ 4.3 (rabbit_amqqueue:declare at v4.3.0, is_queue_args_combination_permitted):
+            # the deprecated feature transient_nonexcl_queues is denied_by_default, and the
+            # refusal is {protocol_error, internal_error, ...}: connection.close 541
+            raise InternalError(transient_nonexcl_denied_text(), cid, mid)
         q = self.queues.get(name)
         if q is not None:
             if q.exclusive_owner is not None and q.exclusive_owner is not conn:
@@ -345,6 +354,14 @@ class VHost:
         props = BasicProperties(**p.as_dict())
         headers = dict(props.headers or {})
         rks = [msg.routing_key]
+        v4 = not self.broker.config.behaviour.interpret_published_x_death
+        if v4 and not msg.dead_lettered:
+            # RabbitMQ 4.x keeps deaths as message annotations and does not interpret an
+            # x-death header a client (re-)published: the broker's own deaths replace it
+            # (mc_amqpl is_internal_header / deaths_to_headers at v4.3.0; release-notes/4.0.1.md)
+            for k in ("x-death", "x-first-death-reason", "x-first-death-queue", "x-first-death-exchange",
+                      "x-last-death-reason", "x-last-death-queue", "x-last-death-exchange"):
+                headers.pop(k, None)
         deaths = list(headers.get("x-death") or [])
         entry = None
         for i, d in enumerate(deaths):
@@ -365,12 +382,18 @@ class VHost:
             headers["x-first-death-reason"] = reason
             headers["x-first-death-queue"] = q.name
             headers["x-first-death-exchange"] = msg.exchange
+        if v4:   # 3.13+ (mc.erl record_death at v4.3.0)
+            headers["x-last-death-reason"] = reason
+            headers["x-last-death-queue"] = q.name
+            headers["x-last-death-exchange"] = msg.exchange
         headers.pop("x-delivery-count", None)
+        headers.pop("x-acquired-count", None)
         props.headers = headers
         if reason == "expired":
             props.expiration = None
         rk = q.dlrk if q.dlrk is not None else msg.routing_key
         new = Message(q.dlx, rk, b"", msg.body, props)
+        new.dead_lettered = True
         new.set_props(props)
         new.enc = route_enc(q.dlx, rk)
         new.ttl_ms = None if reason == "expired" else new.ttl_ms
@@ -391,6 +414,22 @@ def new_queue(broker, vhost: VHost, name: str, durable: bool, exclusive_owner, a
     qt = _norm((arguments or {}).get("x-queue-type"))
     cls = StreamQueue if qt == "stream" else Queue
     return cls(broker, vhost, name, durable, exclusive_owner, auto_delete, arguments)
+
+
+def _check_queue_version_4(name: str, vhost: str, args: dict, cid: int, mid: int) -> None:
+    """RabbitMQ 4.3 removed classic queues v1 (release-notes/4.3.0.md; commit a67de22527):
+    ``x-queue-version`` other than 2 on a classic queue is 406 "invalid arg 'x-queue-version'
+    for queue 'q' in vhost '/': \"unsupported queue version '1'\"" (rabbit_amqqueue
+    ``check_queue_version``, the error printed with ``~255p``). ``x-queue-mode`` is still
+    accepted at tag v4.3.0 (it stays in rabbit_classic_queue's queue_arguments and has no
+    validator left), whatever the release notes say."""
+    v = args.get("x-queue-version")
+    qt = _norm(args.get("x-queue-type") or "classic")
+    if v is None or qt != "classic" or isinstance(v, bool) or not isinstance(v, int) or v == 2:
+        return
+    what = f"{{value_negative,{v}}}" if v < 0 else f'"unsupported queue version \'{v}\'"'
+    raise PreconditionFailed(f"invalid arg 'x-queue-version' for queue '{name}' in vhost '{vhost}': {what}",
+                             cid, mid)
 
 
 def _s(v: Any) -> Any:

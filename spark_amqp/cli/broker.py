@@ -55,13 +55,17 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
 @click.option("--management-host", default=None,
               help="Interface of the management port [default: --host]. Keep it 127.0.0.1 (behind a "
                    "TLS reverse proxy) when --host exposes the AMQP port; see docs/broker/security.md.")
+@click.option("--rabbitmq-version", type=click.Choice(["4.3", "3.10"]), default=None,
+              help="The RabbitMQ release to behave like [default: the config's rabbitmq_version, "
+                   "else 4.3]; docs/broker/rabbitmq-versions.md lists the differences.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also append the log to this file (created with its folder if missing).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
-           management_port: int | None, management_host: str | None, log_file: Path | None,
+           management_port: int | None, management_host: str | None, rabbitmq_version: str | None,
+           log_file: Path | None,
            verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
@@ -114,7 +118,7 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
               str(config_path) if config_path else None, tls_port=tls_port,
               tls_certfile=str(tls_cert) if tls_cert else None,
               tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port,
-              management_host=management_host)
+              management_host=management_host, rabbitmq_version=rabbitmq_version)
     except KeyboardInterrupt:
         pass
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError

@@ -12,9 +12,12 @@ AMQP 0-9-1 has no read that leaves a message untouched: a message is read by del
 What that does to the messages (RabbitMQ, "Consumer Acknowledgements and Publisher
 Confirms", "Negative Acknowledgement and Requeuing"): they stay in the queue, and a classic
 queue puts them back at their original position, in order; from then on they are delivered
-with ``redelivered=true``, and a quorum queue counts the peek as a delivery attempt
-(``x-delivery-count`` + 1, which matters with ``x-delivery-limit``). The output shows each
-message's ``redelivered`` flag as it was *before* this peek.
+with ``redelivered=true``. A quorum queue of RabbitMQ 3.x and 4.0-4.2 counts the peek as a
+delivery attempt toward its delivery limit (``x-delivery-limit``; 20 by default from 4.0: a
+message peeked at 20 times is then dead-lettered, or dropped without a dead-letter
+exchange); RabbitMQ 4.3 does not count a requeueing nack, it only raises
+``x-acquired-count`` (docs/broker/rabbitmq-versions.md). The output shows each message's
+``redelivered`` flag as it was *before* this peek.
 """
 
 from __future__ import annotations

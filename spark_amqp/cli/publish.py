@@ -101,7 +101,9 @@ def run_flights_publish(channel, exchange: str = FLIGHTS_EXCHANGE, limit: int | 
 
 def declare_topology(channel, exchange: str, exchange_type: str | None, queue: str | None,
                      binding_key: str, durable: bool) -> None:
-    """Declare ``exchange`` (if ``exchange_type``) and ``queue`` bound to it (if given)."""
+    """Declare ``exchange`` (if ``exchange_type``) and ``queue`` bound to it (if given), both
+    ``durable`` or not (RabbitMQ 4.3 refuses a non-durable, non-exclusive queue:
+    docs/broker/rabbitmq-versions.md)."""
     if exchange_type and exchange:
         channel.exchange_declare(exchange, exchange_type=exchange_type, durable=durable)
     if queue:
@@ -131,7 +133,9 @@ def declare_topology(channel, exchange: str, exchange_type: str | None, queue: s
               help="Also declare this queue and bind it to the exchange with --binding-key.")
 @click.option("--binding-key", default=None,
               help="Binding key for --queue ['#' for a topic exchange, else the routing key].")
-@click.option("--durable", is_flag=True, help="Declare the exchange/queue durable.")
+@click.option("--durable/--transient", default=True, show_default=True,
+              help="Declare the exchange and queue durable (the default), or not: RabbitMQ 4.3 "
+                   "refuses a non-durable queue that is not exclusive (541 INTERNAL_ERROR).")
 @click.option("--persistent", is_flag=True, help="Publish with delivery_mode=2 (persistent).")
 @click.option("--content-type", default=None,
               help="content_type property [application/json with --json/--flights].")

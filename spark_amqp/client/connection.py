@@ -665,6 +665,14 @@ class Connection:
         the I/O thread (on_blocked callbacks); a no-op on a connection already ended."""
         self._lost(ConnectionLost(reason))
 
+    def set_max_body_size(self, max_body_size: int) -> None:
+        """Accept message bodies up to ``max_body_size`` bytes from now on (a larger one ends
+        the connection with ``BodyTooLarge``); e.g. the broker's limit from
+        :func:`spark_amqp.client.broker_limits.max_message_size` of ``server_properties``."""
+        if not int(max_body_size) > 0:
+            raise ValueError(f"max_body_size must be > 0 bytes, got {max_body_size}")
+        self._sm.set_max_body_size(int(max_body_size))
+
     def close(self, reply_code: int = 200, reply_text: str = "Normal shutdown",
               timeout: float = 5.0, max_wait: float | None = 300.0) -> None:
         """Close cleanly: send ``connection.close``, wait for ``close-ok`` while the broker is

@@ -33,7 +33,10 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, default=None,
                    help="only the first N flights in event-time order")
     p.add_argument("--no-end-marker", action="store_true", help="no end-of-stream marker")
-    p.add_argument("--durable", action="store_true", help="declare exchange and queue durable")
+    p.add_argument("--durable", dest="durable", action="store_true", default=True,
+                   help="declare exchange and queue durable (the default)")
+    p.add_argument("--transient", dest="durable", action="store_false",
+                   help="declare them non-durable (RabbitMQ 4.3 refuses such a queue)")
     p.add_argument("--persistent", action="store_true", help="delivery_mode=2")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

@@ -250,6 +250,10 @@ class AMQPConnection:
     Args:
         role: :class:`Role` of this end.
         max_body_size: largest content body accepted from the peer, bytes (decoder bound).
+        min_frame_max: (server role) the smallest non-zero frame_max a client's tune-ok may
+            choose, bytes; below it: 530 NOT_ALLOWED "negotiated frame_max = N is lower than
+            the minimum allowed value (M)" (RabbitMQ rabbit_reader; 4096 in 3.10, 8192 from
+            4.1, rabbit_framing.hrl ``FRAME_MIN_SIZE``).
 
     Typical client use::
 
@@ -266,7 +270,8 @@ class AMQPConnection:
     ``virtual_host`` and ``blocked`` record what the negotiation carried.
     """
 
-    def __init__(self, role: Role, max_body_size: int | None = None):
+    def __init__(self, role: Role, max_body_size: int | None = None,
+                 min_frame_max: int = FRAME_MIN_SIZE):
         if not isinstance(role, Role):
             raise TypeError(f"role must be Role.CLIENT or Role.SERVER, not {role!r}")
         self.role = role
@@ -277,6 +282,9 @@ class AMQPConnection:
         self._channels: dict[int, ChannelInfo] = {}
         self.channel_max = 0
         self.frame_max = 0
+        #: the smallest frame_max a tune-ok may choose (0-9-1 frame-min-size 4096; RabbitMQ
+        #: 4.1+ refuses below 8192, rabbit_framing.hrl FRAME_MIN_SIZE)
+        self.min_frame_max = min_frame_max
         self.heartbeat = 0
         self._tune: Method | None = None
         self._close_received = False  # peer's close arrived while ours is outstanding
@@ -293,6 +301,11 @@ class AMQPConnection:
         self._last_received = 0.0
         self._peer_plain = _PLAIN_BY_SENDER[self.peer_role]
         self._own_plain = _PLAIN_BY_SENDER[role]
+
+    def set_max_body_size(self, max_body_size: int) -> None:
+        """Change the largest content body accepted from the peer (bytes), e.g. once the
+        server-properties told the broker's limit; takes effect for the next content."""
+        self._decoder.max_body_size = max_body_size
 
     # ------------------------------------------------------------------ queries
 
@@ -735,9 +748,9 @@ class AMQPConnection:
                 # RabbitMQ's rabbit_reader wording -> 530 NOT_ALLOWED
                 raise NotAllowed(f"negotiated {field} = {chosen or '0 (no limit)'} is greater "
                                  f"than the maximum allowed value ({offered})", cid, mid)
-        if ok.frame_max and ok.frame_max < FRAME_MIN_SIZE:
+        if ok.frame_max and ok.frame_max < self.min_frame_max:
             raise NotAllowed(f"negotiated frame_max = {ok.frame_max} is lower than the minimum "
-                             f"allowed value ({FRAME_MIN_SIZE})", cid, mid)
+                             f"allowed value ({self.min_frame_max})", cid, mid)
         self.channel_max = ok.channel_max
         self.frame_max = ok.frame_max
         self.heartbeat = ok.heartbeat

@@ -34,7 +34,12 @@ type                string               yes
 user_id             string               yes
 app_id              string               yes
 delivery_count      int                  yes       ``x-delivery-count`` header (quorum queues,
-                                                   RabbitMQ docs/quorum-queues); null otherwise
+                                                   RabbitMQ docs/quorum-queues): returns so far
+                                                   (3.x), failed deliveries so far (4.3: a
+                                                   crash-restart counts, a nack does not);
+                                                   null otherwise. Over the queue's delivery
+                                                   limit (4.x default 20) the message is
+                                                   dead-lettered: docs/broker/rabbitmq-versions.md
 ==================  ===================  ========  =============================================
 
 :data:`ARROW_SCHEMA` is exactly ``pyspark.sql.pandas.types.to_arrow_schema(SOURCE_SCHEMA,

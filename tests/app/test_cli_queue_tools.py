@@ -22,7 +22,7 @@ def full_queue(broker_url, unique):
     q = unique("cli-depth")
     with connect(broker_url) as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
+        ch.queue_declare(q, durable=True)
         ch.confirm_select()
         ch.publish_batch([(f"m{i}".encode(), "", q, None, False) for i in range(N)])
         ch.wait_for_confirms()
@@ -93,7 +93,7 @@ def test_peek_more_than_the_queue_holds_and_an_empty_queue(run, broker_url, full
     q = unique("cli-empty")
     with connect(broker_url) as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
+        ch.queue_declare(q, durable=True)
         try:
             r = run("peek", q, "--uri", broker_url, "--timeout", 30)
             assert r.exit_code == 0 and r.stdout == ""

@@ -14,7 +14,9 @@ def _conn(url):
 
 
 def test_restart_keeps_durable_things(tmp_path):
-    with EmbeddedBroker(data_dir=tmp_path) as b:
+    # 3.10 mode: a transient non-exclusive queue (tq) is what a restart drops; RabbitMQ 4.3
+    # refuses to declare one (tests/broker/test_rabbitmq_versions.py)
+    with EmbeddedBroker(data_dir=tmp_path, rabbitmq_version="3.10") as b:
         c = _conn(b.url)
         ch = c.channel()
         ch.exchange_declare("dx", "topic", durable=True)
@@ -34,7 +36,7 @@ def test_restart_keeps_durable_things(tmp_path):
         ch.basic_ack(m.delivery_tag)
         acked = body
         c.close()
-    with EmbeddedBroker(data_dir=tmp_path) as b:
+    with EmbeddedBroker(data_dir=tmp_path, rabbitmq_version="3.10") as b:
         c = _conn(b.url)
         ch = c.channel()
         ok = ch.queue_declare("dq", durable=True, passive=True).method

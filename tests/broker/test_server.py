@@ -101,7 +101,7 @@ def test_config_file_users_vhosts(configured):
     c = pika.BlockingConnection(pika.URLParameters(_url(b, "alice", "s3cret")))
     assert c._impl.params.frame_max == 65536 or True
     ch = c.channel()
-    ch.queue_declare("shared-name")
+    ch.queue_declare("shared-name", durable=True)
     c.close()
     # vhosts are separate namespaces
     c = pika.BlockingConnection(pika.URLParameters(_url(b, "alice", "s3cret", "other")))
@@ -126,7 +126,7 @@ def test_permissions_are_enforced(configured):
     b = configured
     c = pika.BlockingConnection(pika.URLParameters(_url(b, "bob", "pw")))
     ch = c.channel()
-    ch.queue_declare("bob-q", auto_delete=True)
+    ch.queue_declare("bob-q", durable=True, auto_delete=True)
     ch.basic_publish("", "bob-q", b"x")  # write on the default exchange '' is not bob-*
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as ei:
         ch.queue_declare("bob-q", passive=True)
@@ -175,7 +175,7 @@ def test_memory_alarm_blocks_publishers(configured):
     c.add_on_connection_blocked_callback(lambda *a: blocked.set())
     c.add_on_connection_unblocked_callback(lambda *a: unblocked.set())
     ch = c.channel()
-    q = ch.queue_declare("", auto_delete=True).method.queue
+    q = ch.queue_declare("", durable=True, auto_delete=True).method.queue
     body = b"x" * 10000
     for _ in range(30):  # 300 kB > the 200 kB watermark
         ch.basic_publish("", q, body)

@@ -113,7 +113,7 @@ def test_amqps_publish_with_confirms_and_consume(tls_broker, pki, unique):
     with connect(_amqps(tls_broker.tls_url, cacertfile=pki.ca_cert)) as conn:
         assert conn._transport.version in ("TLSv1.2", "TLSv1.3")
         ch = conn.channel()
-        ch.queue_declare(q, auto_delete=False)
+        ch.queue_declare(q, durable=True)
         ch.confirm_select()
         for i in range(50):
             ch.basic_publish(b"m%d" % i, "", q, BasicProperties(delivery_mode=2, message_id=str(i)))

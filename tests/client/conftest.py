@@ -35,3 +35,10 @@ def any_broker_url(request) -> str:
         return request.getfixturevalue("embedded_broker").url
     except (ImportError, AttributeError, NotImplementedError) as exc:
         pytest.skip(f"embedded broker not available: {exc!r}")
+
+
+@pytest.fixture(scope="session")
+def embedded_broker(embedded_broker_310):
+    """The client tests compare the embedded broker with the local RabbitMQ 3.10.8: its 3.10 mode
+    (tests/test_rabbitmq_versions.py and the 4.3 tests here cover the default 4.3 mode)."""
+    return embedded_broker_310

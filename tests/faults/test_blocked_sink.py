@@ -106,7 +106,7 @@ def test_memory_alarm_reason_reaches_the_sink(tmp_path):
     cfg.memory_high_watermark = 50_000
     with EmbeddedBroker(config=cfg) as b:
         c = pika.BlockingConnection(pika.URLParameters(b.url))
-        c.channel().queue_declare("memq")
+        c.channel().queue_declare("memq", durable=True)
         c.close()
         opts = parse_sink_options({"uri": b.url, "blockedtimeoutms": "500"})
         with pytest.raises(AmqpSinkError, match=r"connection.blocked: low on memory"):

@@ -79,7 +79,7 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
 
     c = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = c.channel()
-    ch.queue_declare("srcq")
+    ch.queue_declare("srcq", durable=True)
     for i in range(300):
         ch.basic_publish("", "srcq", b"m%03d" % i)
     c.close()

@@ -160,10 +160,11 @@ def management_config() -> BrokerConfig:
 
 @pytest.fixture(scope="session")
 def mgmt_broker():
-    """An embedded broker with the management API and the TEST_USERS (session-wide)."""
+    """An embedded broker with the management API and the TEST_USERS (session-wide), in
+    RabbitMQ 3.10 mode: the differential tests compare it with the local RabbitMQ 3.10.8."""
     from spark_amqp import EmbeddedBroker
 
-    with EmbeddedBroker(config=management_config(), management=True) as b:
+    with EmbeddedBroker(config=management_config(), management=True, rabbitmq_version="3.10") as b:
         yield b
 
 

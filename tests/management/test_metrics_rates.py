@@ -88,7 +88,7 @@ def test_rates_between_samples(unique):
         conn = pika.BlockingConnection(pika.URLParameters(b.url))
         try:
             ch = conn.channel()
-            ch.queue_declare(q)
+            ch.queue_declare(q, durable=True)
             b._loop.call_soon_threadsafe(sampler.sample)
             time.sleep(0.3)
             t0 = time.monotonic()

@@ -24,7 +24,9 @@ def pika_conn(url: str) -> pika.BlockingConnection:
     return pika.BlockingConnection(pika.URLParameters(url))
 
 
-def declare(url: str, queue: str, durable: bool = False, arguments=None) -> None:
+def declare(url: str, queue: str, durable: bool = True, arguments=None) -> None:
+    """Declare ``queue`` (durable by default: RabbitMQ 4.3, the embedded broker's default mode,
+    refuses a non-durable queue that is not exclusive)."""
     with pika_conn(url) as c:
         c.channel().queue_declare(queue, durable=durable, arguments=arguments)
 

@@ -60,7 +60,7 @@ def bound_queue(broker_url, unique):
     with connect(broker_url) as conn:
         ch = conn.channel()
         ch.exchange_declare(ex, "direct")
-        ch.queue_declare(q)
+        ch.queue_declare(q, durable=True)
         ch.queue_bind(q, ex, UNICODE_KEY)
     yield broker_url, ex, q
     with connect(broker_url) as conn:
@@ -109,7 +109,7 @@ def test_round_trip_every_column_10k_rows(spark, bound_queue):
 def test_options_override_columns_and_default_message_ids(spark, broker_url, unique):
     q = unique("sink-default-ex")
     with connect(broker_url) as conn:
-        conn.channel().queue_declare(q)
+        conn.channel().queue_declare(q, durable=True)
     try:
         df = spark.createDataFrame(
             [("a", "no-such-exchange", "ignored"), ("b", None, None)],
@@ -228,7 +228,7 @@ def test_streaming_restart_duplicates_only_from_the_retried_batch(spark, broker_
         # the file source orders files by modification time: make file f batch f
         os.utime(src / f"part-{f}.json", (1_700_000_000 + f, 1_700_000_000 + f))
     with connect(broker_url) as conn:
-        conn.channel().queue_declare(q)
+        conn.channel().queue_declare(q, durable=True)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
     try:
         def stream(fail_at):
@@ -276,8 +276,8 @@ def test_sink_source_round_trip_and_stream_written_back_unchanged(spark, broker_
     qa, qb = unique("sink-rt-a"), unique("sink-rt-b")
     with connect(broker_url) as conn:
         ch = conn.channel()
-        ch.queue_declare(qa)
-        ch.queue_declare(qb)
+        ch.queue_declare(qa, durable=True)
+        ch.queue_declare(qb, durable=True)
     n = 2000
     rows = [(r[0], "", qa) + r[3:] for r in (_row(i, "") for i in range(n))]
     rows = [r[:4] + ((2 if r[4] is None else r[4]),) + r[5:] for r in rows]
@@ -321,7 +321,7 @@ def test_lost_connection_fails_the_save(spark, broker_url, unique):
 
     q = unique("sink-cut")
     with connect(broker_url) as conn:
-        conn.channel().queue_declare(q)
+        conn.channel().queue_declare(q, durable=True)
     proxy = CuttableProxy(broker_url)
 
     def cut_when_publishing():

@@ -298,6 +298,8 @@ class FakeChannel:
 
 
 class FakeConn:
+    server_properties: dict = {}   # what RabbitMQ 4.x tells of its limits: nothing (16 MiB)
+
     def __init__(self, ch):
         self.ch, self.closed = ch, False
 
@@ -426,3 +428,22 @@ def test_commit_message_pickles():
 
 def test_publish_module_has_no_client_import_at_load():
     assert "connect" not in vars(sink_publish)
+
+
+def test_publisher_caps_bodies_at_the_brokers_limit(fake):
+    # The sink's message cap (issue 30): the option maxMessageBytes, else the broker's limit
+    # (client/broker_limits.py; 16 MiB, RabbitMQ 4.x's default, when the broker does not tell).
+    # The rows before an oversized one are published; the task then fails naming size and limit.
+    fake["ch"] = FakeChannel()
+    with pytest.raises(AmqpSinkError) as ei:
+        with TaskPublisher(parse_sink_options({"maxmessagebytes": "100"}), "p") as pub:
+            pub.publish([(b"a" * 100, "", "q", None, False), (b"b" * 10, "", "q", None, False),
+                         (b"c" * 101, "", "q", None, False), (b"d", "", "q", None, False)])
+    assert [len(b) for b in fake["ch"].batches] == [2]
+    assert ("row 2 of this task has a body of 101 bytes, above the broker's message size limit "
+            "of 100 bytes (option maxMessageBytes)") in str(ei.value)
+    fake["ch"] = FakeChannel()
+    with pytest.raises(AmqpSinkError, match=r"16777217 bytes, above .* 16777216 bytes \(RabbitMQ 4.x default\)"):
+        with TaskPublisher(parse_sink_options({}), "p") as pub:
+            pub.publish([(b"x" * (16 * 1024 * 1024 + 1), "", "q", None, False)])
+    assert fake["ch"].batches == []

@@ -36,7 +36,7 @@ def _fill(url: str, queue: str, n: int, size: int) -> None:
     filler = b"." * (size - 8)
     with connect(url) as conn:
         ch = conn.channel()
-        ch.queue_declare(queue)
+        ch.queue_declare(queue, durable=True)
         ch.confirm_select()
         chunk = max(1, (64 * MiB) // size)
         for lo in range(0, n, chunk):
@@ -120,7 +120,7 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
     q = unique("toolarge")
     with connect(broker_url) as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
+        ch.queue_declare(q, durable=True)
         for body in (b"a" * 10, b"b" * 300_000, b"c" * 10):
             ch.basic_publish(body, "", q)
     r = AmqpStreamReader(parse_source_options(

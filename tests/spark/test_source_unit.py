@@ -845,3 +845,26 @@ def test_served_partition_fetch_failures_are_clear_errors():
         list(r.read(ref))
     # nothing was acked: the messages stay in the queue
     assert broker.acked["a"] == []
+
+
+@pytest.mark.parametrize("option,expected", [(None, 32 * 1024 * 1024), ("1000", 1000)])
+def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expected):
+    # issue 30: without maxMessageBytes the source accepts what the broker accepts (here an
+    # embedded broker configured with 32 MiB, which it advertises); the option overrides it.
+    from spark_amqp import EmbeddedBroker
+    from spark_amqp.broker.config import BrokerConfig
+    from spark_amqp.spark.source.consumer import DriverConsumer
+
+    with EmbeddedBroker(config=BrokerConfig(max_message_size=32 * 1024 * 1024)) as b:
+        q = unique("limit")
+        opts = {"queue": q, "uri": b.url, "declare": "true"}
+        if option is not None:
+            opts["maxMessageBytes"] = option
+        o = parse_source_options(opts)
+        assert o.max_message_bytes == (None if option is None else 1000)
+        c = DriverConsumer(o)
+        c.open()
+        try:
+            assert c.conn._sm._decoder.max_body_size == expected
+        finally:
+            c.close()

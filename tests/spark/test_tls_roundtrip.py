@@ -41,7 +41,7 @@ def test_write_and_stream_read_over_amqps(spark, tls_broker, unique, tmp_path):
     url = broker.tls_url
     q = unique("spark-tls")
     with connect(url, cacertfile=ca) as conn, conn.channel() as ch:
-        ch.queue_declare(q)
+        ch.queue_declare(q, durable=True)
     schema = StructType([StructField("body", BinaryType()), StructField("message_id", StringType())])
     df = spark.createDataFrame([(f"row-{i}".encode(), f"id-{i}") for i in range(100)], schema).repartition(2)
     try:

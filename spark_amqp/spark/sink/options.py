@@ -20,6 +20,12 @@ option                 default                     meaning
 ``deliveryMode``       column, else ``2``          ``1``/``transient`` or ``2``/``persistent``;
                                                    when set, overrides the column
 ``maxInFlight``        ``10000``                   unconfirmed publishes per task (≥ 1)
+``maxMessageBytes``    the broker's limit          largest body published (≥ 1); a larger row
+                                                   fails the task naming its size and the limit,
+                                                   before the broker would close the channel
+                                                   (406). Default: the broker's max_message_size
+                                                   (advertised by the embedded broker; RabbitMQ
+                                                   3.x 128 MiB; else 16 MiB, the 4.x default)
 ``confirmTimeoutMs``   ``60000``                   max wait (ms, > 0) for room in the maxInFlight
                                                    window and for the task's final confirms
 ``blockedTimeoutMs``   ``30000``                   max time (ms, > 0) the broker may keep the
@@ -96,7 +102,7 @@ _BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 # documented spelling, keyed by the lower-cased key Spark hands us
 SINK_OPTIONS = {**{k.lower(): k for k in (
     "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
-    "confirmTimeoutMs", "blockedTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable",
+    "maxMessageBytes", "confirmTimeoutMs", "blockedTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable",
     "messageId", "superStream",
 )}, **CONNECTION_OPTIONS}
 
@@ -133,6 +139,7 @@ class SinkOptions:
     on_return: str = "fail"
     delivery_mode: Optional[int] = None
     max_in_flight: int = 10000
+    max_message_bytes: Optional[int] = None   # None: the broker's (client/broker_limits.py)
     confirm_timeout: float = 60.0
     blocked_timeout: float = 30.0
     declare_exchange: bool = False
@@ -179,6 +186,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     delivery_mode = parse_choice(opts, "deliveryMode", _ERRORS, _DELIVERY_MODES,
                                  shown=("1", "transient", "2", "persistent"))
     max_in_flight = parse_int(opts, "maxInFlight", _ERRORS, minimum=1, default=10000)
+    max_message_bytes = parse_int(opts, "maxMessageBytes", _ERRORS, minimum=1)
     timeout_ms = parse_int(opts, "confirmTimeoutMs", _ERRORS, minimum=1, default=60000)
     blocked_ms = parse_int(opts, "blockedTimeoutMs", _ERRORS, minimum=1, default=30000)
     declare = parse_bool(opts, "declareExchange", _ERRORS, default=False,
@@ -217,7 +225,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(
         uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
         on_return=on_return, delivery_mode=delivery_mode, max_in_flight=max_in_flight,
-        confirm_timeout=timeout_ms / 1000.0, blocked_timeout=blocked_ms / 1000.0,
+        max_message_bytes=max_message_bytes, confirm_timeout=timeout_ms / 1000.0, blocked_timeout=blocked_ms / 1000.0,
         declare_exchange=declare, exchange_type=ex_type,
         exchange_durable=durable, message_id=message_id, super_stream=super_stream,
         connect_kwargs=tuple(sorted(kw.items())),

@@ -92,6 +92,8 @@ class TaskPublisher:
         self._blocked_timer: threading.Timer | None = None
         self._blocked_error: AmqpSinkError | None = None
         self._partitions = 0  # superStream: partition count found at open()
+        self._max_body = 0    # the message cap, bytes (set at open())
+        self._max_body_from = ""
 
     def __enter__(self) -> "TaskPublisher":
         return self
@@ -116,6 +118,12 @@ class TaskPublisher:
         self._t0 = time.monotonic()
         try:
             self._conn = connect(o.uri, **o.connect_args())
+            if o.max_message_bytes is not None:
+                self._max_body, self._max_body_from = o.max_message_bytes, "option maxMessageBytes"
+            else:
+                from ...client.broker_limits import max_message_size
+
+                self._max_body, self._max_body_from = max_message_size(self._conn.server_properties)
             self._conn.on_blocked = self._on_blocked
             self._conn.on_unblocked = self._on_unblocked
             ch = self._conn.channel()
@@ -240,8 +248,21 @@ class TaskPublisher:
         try:
             while i < n:
                 j, size = i, 0
+                cap = self._max_body
                 while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
-                    size += len(messages[j][0])
+                    ln = len(messages[j][0])
+                    if ln > cap:
+                        # before the broker reads it and closes the channel (406 PRECONDITION_FAILED)
+                        if j > i:
+                            break   # publish the rows before it first
+                        raise AmqpSinkError(
+                            f"amqp sink {self.task}: row {st.published} of this task has a body of "
+                            f"{ln} bytes, above the broker's message size limit of {cap} bytes "
+                            f"({self._max_body_from}); {st.published} message(s) published in this "
+                            "task before it. Make the body smaller, raise the broker's "
+                            "max_message_size and set the sink option maxMessageBytes to it "
+                            "(RabbitMQ 4.x defaults to 16 MiB: docs/broker/rabbitmq-versions.md)")
+                    size += ln
                     j += 1
                 self._wait_window(j - i)
                 publish_batch(messages[i:j] if (i or j < n) else messages)

@@ -65,8 +65,13 @@ class DriverConsumer:
         from spark_amqp.client import connect
 
         o = self.options
-        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, max_body_size=o.max_message_bytes,
-                            **o.client_kwargs())
+        kw = {} if o.max_message_bytes is None else {"max_body_size": o.max_message_bytes}
+        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **kw, **o.client_kwargs())
+        if o.max_message_bytes is None:
+            # maxMessageBytes unset: the broker's own limit (what it can have accepted)
+            from spark_amqp.client.broker_limits import max_message_size
+
+            self.conn.set_max_body_size(max_message_size(self.conn.server_properties)[0])
         try:
             self._open_channels()
         except BaseException:

@@ -32,10 +32,14 @@ maxBytesPerPartition       split per-queue batches into partitions of   4194304 
 maxBufferedBytes           the driver stops reading its socket (TCP     33554432 (32 MiB)
                            back-pressure) while it holds more message
                            bytes than this not yet planned into a batch
-maxMessageBytes            largest message body accepted: a larger one  134217728 (128 MiB)
-                           fails the query naming the queue, the size
-                           and this option (nothing acked; the message
-                           stays in the queue)
+maxMessageBytes            largest message body accepted: a larger one  the broker's
+                           fails the query naming the queue, the size   max_message_size:
+                           and this option (nothing acked; the message  advertised by the
+                           stays in the queue; on a quorum queue each   embedded broker,
+                           failed attempt counts toward its delivery    128 MiB for
+                           limit, docs/broker/rabbitmq-versions.md)     RabbitMQ 3.x, else
+                                                                        16 MiB (the 4.x
+                                                                        default)
 maxInlineBytesPerTrigger   bytes of a batch shipped inside its          524288 (512 KiB)
                            partitions (Spark's tasks); the rest
                            is served to the executors by the driver's
@@ -103,8 +107,10 @@ DEFAULT_MAX_PER_PARTITION = 50000
 DEFAULT_MAX_BYTES_PER_TRIGGER = 16 * 1024 * 1024
 DEFAULT_MAX_BYTES_PER_PARTITION = 4 * 1024 * 1024
 DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
-#: RabbitMQ 3.10's default max_message_size: what a default broker lets through
-DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+#: maxMessageBytes when not set: None = the broker's max_message_size, learnt from its
+#: server-properties (spark_amqp.client.broker_limits: 16 MiB, RabbitMQ 4.x's default, when
+#: the broker does not tell)
+DEFAULT_MAX_MESSAGE_BYTES = None
 #: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
@@ -141,7 +147,7 @@ class SourceOptions:
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     max_inline_bytes_per_trigger: int = DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
     include_headers: bool = True
     declare: bool = False
     durable: bool = True

@@ -57,3 +57,9 @@ def ch(conn):
     """A channel on ``conn``."""
     return conn.channel()
 
+
+@pytest.fixture(scope="session")
+def embedded_broker(embedded_broker_310):
+    """The conformance suite compare the embedded broker with the local RabbitMQ 3.10.8: its 3.10 mode
+    (tests/test_rabbitmq_versions.py and the 4.3 tests here cover the default 4.3 mode)."""
+    return embedded_broker_310
