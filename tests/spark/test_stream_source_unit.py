@@ -14,7 +14,7 @@ from spark_amqp.spark.source.stream_options import is_stream_mode, parse_stream_
 from spark_amqp.spark.source.stream_reader import (AmqpStreamBatchReader, AmqpStreamSourceReader,
                                             StreamRangePartition)
 
-from source_helpers import delete, publish
+from source_helpers import delete, publish, wait_until
 from stream_helpers import declare_stream, pika_read
 
 
@@ -202,6 +202,63 @@ def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, fille
         assert p.bytes_received < 1000 * 60      # not the whole stream (one chunk per probe)
     finally:
         p.close()
+
+
+def test_probe_finds_a_live_tail_in_bounded_time_never_past_it(broker_url, unique):
+    """Issue 26: while a publisher writes as fast as the broker confirms, every tail probe
+    returns (the old probe chased the tail: it returned only after a 50 ms silence, or
+    never), with a tail between what was confirmed before it began and what was published
+    when it ended (an offset seen, never guessed), and without reading the stream through
+    the driver; once the publisher stops, the probe finds the exact end. Probing several
+    streams at once gives each its own tail."""
+    import threading
+    import time
+
+    from spark_amqp.client import connect
+    from spark_amqp.spark.source.stream_probe import StreamProbe
+
+    s, empty = unique("st-live"), unique("st-empty")
+    declare_stream(broker_url, s)
+    declare_stream(broker_url, empty)
+    counts = {"confirmed": 0, "published": 0}
+    stop = threading.Event()
+
+    def publisher():
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            ch.confirm_select()
+            while not stop.is_set():
+                counts["published"] += 50
+                ch.publish_batch([(b"x" * 100, "", s)] * 50)
+                ch.wait_for_confirms(timeout=60)
+                counts["confirmed"] += 50
+
+    th = threading.Thread(target=publisher, daemon=True)
+    th.start()
+    p = StreamProbe(broker_url)
+    tails = []
+    try:
+        wait_until(lambda: counts["confirmed"] >= 500, 30, what="the publisher to start")
+        for i in range(20):
+            before = counts["confirmed"]
+            t0 = time.monotonic()
+            got = p.tails([s, empty] if i == 0 else [s], 3.0)   # an empty one waits 3 s
+            took = time.monotonic() - t0
+            after = counts["published"]
+            assert got.get(empty) is None
+            assert before <= got[s] <= after, (before, got, after)
+            assert took < 10, f"a probe took {took:.1f}s on a live stream"
+            tails.append(got[s])
+        assert tails == sorted(tails) and tails[-1] > tails[0]    # it follows the stream
+        assert p.bytes_received < counts["published"] * 100 / 4  # not the stream's data
+    finally:
+        stop.set()
+        th.join(60)
+        try:
+            assert p.tail(s, 3.0) == counts["confirmed"]           # the exact end, at rest
+        finally:
+            p.close()
+            delete(broker_url, s, empty)
 
 
 def test_probe_refuses_a_classic_queue(broker_url, unique):
