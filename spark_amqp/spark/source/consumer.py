@@ -108,10 +108,11 @@ class DriverConsumer:
                                                               consumer_tag=tag, no_wait=True))
 
     def _where(self) -> str:
-        from urllib.parse import urlparse
+        """``host:port`` of the node this consumer is connected to (one of the addresses)."""
+        from spark_amqp.client.uri import format_address
 
-        u = urlparse(self.options.uri)
-        return f"{u.hostname}:{u.port or (5671 if u.scheme == 'amqps' else 5672)}"
+        p = self.conn.params
+        return format_address(p.host, p.port)
 
     @property
     def is_open(self) -> bool:
