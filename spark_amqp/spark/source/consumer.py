@@ -19,7 +19,7 @@ from typing import Any
 
 from .options import SourceOptions
 
-__all__ = ["DriverConsumer", "QueueMissing", "ConsumerCancelled"]
+__all__ = ["DriverConsumer", "QueueMissing", "QueueUnavailable", "ConsumerCancelled"]
 
 log = logging.getLogger("spark_amqp.spark.source.reader")
 
@@ -32,6 +32,14 @@ RPC_TIMEOUT = 60.0
 
 class QueueMissing(RuntimeError):
     """A source queue does not exist (passive queue.declare answered 404 NOT_FOUND)."""
+
+
+class QueueUnavailable(ConnectionError):
+    """A source queue exists but its node is down: RabbitMQ answers a declare of a classic
+    queue whose home node is stopped with 404 NOT_FOUND "home node ... is down or
+    inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent). An OSError,
+    so the reader retries it like a lost connection (within ``failoverTimeout``) instead of
+    failing the query for a missing queue."""
 
 
 class ConsumerCancelled(ConnectionError):
@@ -65,8 +73,11 @@ class DriverConsumer:
         from spark_amqp.client import connect
 
         o = self.options
+        # one round over the addresses per attempt: the reader backs off between attempts and
+        # applies failoverTimeout itself (it must not block a trigger that long)
+        kwargs = {**o.client_kwargs(), "failover_timeout": 0}
         self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, max_body_size=o.max_message_bytes,
-                            **o.client_kwargs())
+                            **kwargs)
         try:
             self._open_channels()
         except BaseException:
@@ -92,6 +103,11 @@ class DriverConsumer:
                     ok = ch.queue_declare(q, passive=True)
                 self.initial_counts[q] = int(ok.message_count)
             except NotFound as e:
+                if "down or inaccessible" in (e.reply_text or ""):
+                    raise QueueUnavailable(
+                        f"queue {q!r} is unavailable on {self._where()}: {e.reply_text} (a "
+                        "classic queue lives on one node; use a quorum queue or a stream to "
+                        "read through another node)") from e
                 raise QueueMissing(
                     f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
                     f"{e.reply_text}). Create it, or set option declare=true (with "
