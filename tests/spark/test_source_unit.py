@@ -902,3 +902,24 @@ def test_a_reconnect_that_works_resets_the_bound(monkeypatch):
         assert r.latestOffset(s, ReadAllAvailable()) == s  # reconnected: no error
         assert r._failing_since is None and r._consumer.is_open
     assert len(broker.consumers) == 6
+
+
+def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
+    """Issue 27: the first loss with several broker addresses reconnects at once (another
+    node is likely up) and the same latestOffset returns the redelivered batch; a second loss
+    in a row backs off."""
+    broker = FakeBroker(["a"])
+    for i in range(3):
+        broker.publish("a", b"%d" % i)
+    r = AmqpStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
+                         consumer_factory=broker.factory)
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadAllAvailable())
+    broker.consumers[0].kill()
+    e2 = r.latestOffset(e1, ReadAllAvailable())        # loss seen and reconnected at once
+    assert len(broker.consumers) == 2 and e2 != e1
+    assert [x["body"] for x in _rows(r, e1, e2)] == [b"0", b"1", b"2"]
+    broker.consumers[1].kill()
+    broker.fail_open = ConnectionRefusedError("refused")
+    assert r.latestOffset(e2, ReadAllAvailable()) == e2  # reconnect failed: back-off now
+    assert r._next_attempt > 0 and len(broker.consumers) == 3

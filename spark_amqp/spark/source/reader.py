@@ -377,6 +377,11 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._targets[q] = self._targets.get(q, 0) + (b.planned - b.acked)
         self._session = Session(self.options.queues)
         now = time.monotonic()
+        if self._failing_since is None and self._max_backoff() == _MAX_FAILOVER_BACKOFF:
+            # the first loss with several addresses: another node is likely up, reconnect now
+            self._failing_since = now
+            self._next_attempt = now
+            return
         if self._failing_since is None:
             self._failing_since = now
         self._next_attempt = now + self._backoff
@@ -483,6 +488,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_bytes = min(max_bytes, int(limit.max_bytes))
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
+        retried = False
         while True:
             if self._targets is not None and not any(self._targets.values()):
                 # AvailableNow: everything snapshotted is planned; ack the last batch, finish.
@@ -510,6 +516,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._lose_session(e)
                 if self._targets is not None:
                     continue  # AvailableNow: reconnect now (see _await_reconnect)
+                if not retried and self._next_attempt <= time.monotonic():
+                    retried = True  # several addresses: fail over within this trigger
+                    continue
                 return self._unchanged(start)
             break
         total = sum(want.values())
