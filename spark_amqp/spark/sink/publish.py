@@ -14,6 +14,13 @@ Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Se
   Messages confirmed before the failure stay published: the sink is **at-least-once** (like
   Spark's Kafka sink), and a retried task republishes with the same deterministic
   ``message_id`` (see :mod:`spark_amqp.spark.sink.options`).
+- When the connection is lost inside the task (a RabbitMQ node stopping: a reset or 320
+  CONNECTION_FORCED, or a stalled node found by heartbeats), the task reconnects (``connect``
+  tries every broker address, so another node of a cluster) and publishes again every message
+  whose confirm had not arrived (at-least-once: the broker may have taken some of them; the
+  deterministic ``message_id`` lets consumers drop duplicates), at most
+  :data:`MAX_RECONNECTS` times per task; confirms and ``mandatory`` keep their meaning on the
+  new channel (a return received on the lost channel before the loss is not reported).
 - When the broker blocks the task's connection (``connection.blocked``: a memory or disk
   alarm, RabbitMQ docs "Blocked Connection Notifications") for longer than
   ``blockedTimeoutMs``, a watchdog aborts the connection and the task fails with an
@@ -31,10 +38,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES"]
+__all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES",
+           "MAX_RECONNECTS"]
 
 log = logging.getLogger(__name__)
 
+#: connection losses a task rides out by reconnecting and republishing (then it fails)
+MAX_RECONNECTS = 10
 #: messages per ``publish_batch`` call (also capped by :data:`CHUNK_BYTES` and maxInFlight)
 CHUNK_MESSAGES = 1000
 #: body bytes per ``publish_batch`` call (a 1 MB body goes alone)
@@ -92,6 +102,12 @@ class TaskPublisher:
         self._blocked_timer: threading.Timer | None = None
         self._blocked_error: AmqpSinkError | None = None
         self._partitions = 0  # superStream: partition count found at open()
+        from collections import deque
+
+        #: (sequence number, message) published on the current channel, not known confirmed
+        self._sent: deque = deque()
+        self.reconnects = 0  # connection losses ridden out
+        self.republished = 0  # messages published again after them
 
     def __enter__(self) -> "TaskPublisher":
         return self
@@ -236,24 +252,75 @@ class TaskPublisher:
         st = self.stats
         limit = min(CHUNK_MESSAGES, self.options.max_in_flight)
         i, n = 0, len(messages)
-        publish_batch = self._ch.publish_batch
+        while i < n:
+            j, size = i, 0
+            while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
+                size += len(messages[j][0])
+                j += 1
+            chunk = messages[i:j] if (i or j < n) else messages
+            try:
+                self._send_chunk(chunk)
+            except AmqpSinkError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - re-raised with context
+                if self._blocked_error is not None:
+                    raise self._blocked_error from exc
+                if not self._reconnect(exc):  # republishes the chunk if it was not sent
+                    raise self._error("publishing failed", exc) from exc
+            st.published += j - i
+            st.body_bytes += size
+            i = j
+
+    def _send_chunk(self, chunk: list) -> None:
+        """Publish ``chunk`` on the current channel, remembering each message by its sequence
+        number until it is confirmed (for :meth:`_reconnect`)."""
+        ch = self._ch
+        self._wait_window(len(chunk))
+        sent = self._sent
+        oldest = ch.oldest_unconfirmed
+        while sent and sent[0][0] < oldest:
+            sent.popleft()
+        base = ch.next_publish_seq
+        sent.extend(zip(range(base, base + len(chunk)), chunk))
+        ch.publish_batch(chunk)
+
+    def _reconnect(self, exc: BaseException) -> bool:
+        """After a lost connection: reconnect (another broker address) and publish again every
+        remembered message not confirmed on the lost channel. False when ``exc`` is not a
+        lost connection, after :data:`MAX_RECONNECTS`, or when the reconnect fails."""
+        from ...protocol.errors import ConnectionForced
+
+        lost = (isinstance(exc, OSError) and not isinstance(exc, TimeoutError)) \
+            or isinstance(exc, ConnectionForced)
+        if not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None:
+            return False
+        old_ch, old_conn = self._ch, self._conn
+        unconfirmed = old_ch.unconfirmed()
+        unsent_from = old_ch.next_publish_seq
+        again = [m for seq, m in self._sent if seq in unconfirmed or seq >= unsent_from]
+        self._sent.clear()
         try:
-            while i < n:
-                j, size = i, 0
-                while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
-                    size += len(messages[j][0])
-                    j += 1
-                self._wait_window(j - i)
-                publish_batch(messages[i:j] if (i or j < n) else messages)
-                st.published += j - i
-                st.body_bytes += size
-                i = j
+            old_conn.abort("connection lost; reconnecting")
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        self._ch = self._conn = None
+        self.reconnects += 1
+        log.warning("amqp sink %s: connection lost (%s); reconnecting through the next broker "
+                    "address and publishing %d unconfirmed message(s) again", self.task, exc,
+                    len(again))
+        t0 = self._t0
+        try:
+            self.open()
         except AmqpSinkError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - re-raised with context
-            if self._blocked_error is not None:
-                raise self._blocked_error from exc
-            raise self._error("publishing failed", exc) from exc
+            return False
+        self._t0 = t0
+        for k in range(0, len(again), CHUNK_MESSAGES):
+            try:
+                self._send_chunk(again[k:k + CHUNK_MESSAGES])
+            except Exception as exc2:  # noqa: BLE001 - lost again
+                return self._reconnect(exc2)
+        self.republished += len(again)
+        return True
 
     def _wait_window(self, need: int) -> None:
         """Block until ``need`` more publishes fit in the ``maxInFlight`` window.
@@ -297,7 +364,15 @@ class TaskPublisher:
         from ...client.errors import ConfirmTimeout, PublishNacked
 
         try:
-            result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)
+            while True:
+                try:
+                    result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)
+                    break
+                except (PublishNacked, ConfirmTimeout):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a lost connection: republish
+                    if self._blocked_error is not None or not self._reconnect(exc):
+                        raise
         except PublishNacked as exc:
             r = exc.result
             self.stats.confirmed = getattr(r, "acked", 0)
