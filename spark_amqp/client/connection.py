@@ -144,15 +144,27 @@ class AllAddressesFailed(ConnectionLost):
         errors: ``{"host:port": exception}``, the last error of every address tried.
     """
 
-    def __init__(self, params: ConnectionParameters, errors: dict):
-        self.errors = dict(errors)
-        lines = "; ".join(f"{a}: {e}" for a, e in errors.items())
+    def __init__(self, params: ConnectionParameters | str, errors: dict | None = None):
+        self.errors = dict(errors or {})
+        if isinstance(params, str):  # a copy (copy_error) or an unpickled one: the text
+            super().__init__(params)
+            return
+        lines = "; ".join(f"{a}: {e}" for a, e in self.errors.items())
         within = (f" within failover_timeout {params.failover_timeout:g} s"
                   if params.failover_timeout else " (one round; failover_timeout 0)")
         super().__init__(
-            f"could not connect to any of the {len(errors)} broker address(es) of "
+            f"could not connect to any of the {len(self.errors)} broker address(es) of "
             f"{params.redacted_uri(all_addresses=True)}{within}: {lines}. Check that the "
             "nodes run and the addresses are right")
+
+    def __reduce__(self):
+        # picklable (Spark ships errors between processes): rebuilt from its text and the
+        # errors' texts
+        return _rebuild_all_failed, (str(self), {a: str(e) for a, e in self.errors.items()})
+
+
+def _rebuild_all_failed(text: str, errors: dict) -> AllAddressesFailed:
+    return AllAddressesFailed(text, {a: ConnectionLost(e) for a, e in errors.items()})
 
 
 class Connection:

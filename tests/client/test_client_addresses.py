@@ -152,3 +152,17 @@ def test_a_refused_login_is_not_retried_on_the_other_addresses(two_brokers):
         connect(f"amqp://guest:wrong@{_hostport(a.url)},{_hostport(b.url)}/%2F",
                 failover_timeout=30)
     assert time.monotonic() - t0 < 10
+
+
+def test_all_addresses_failed_pickles_and_copies():
+    import pickle
+
+    from spark_amqp.client.errors import copy_error
+
+    p1 = closed_port()
+    with pytest.raises(AllAddressesFailed) as ei:
+        connect(f"amqp://g:g@127.0.0.1:{p1},127.0.0.1:{p1}/%2F")
+    back = pickle.loads(pickle.dumps(ei.value))
+    assert isinstance(back, AllAddressesFailed) and str(back) == str(ei.value)
+    assert set(back.errors) == {f"127.0.0.1:{p1}"}
+    copy_error(ei.value)
