@@ -207,3 +207,46 @@ def test_classic_queue_on_a_stopped_node_waits_for_its_node(spark, cluster, uniq
         print(f"\n[cluster] classic queue, home node stopped 8 s: {seen_down} of {n} ids read "
               f"before, none while down, the rest {resumed:.1f} s after start_app; "
               f"{log.duplicates()} duplicates")
+
+
+def test_stream_mode_node_stop_exactly_once(spark, cluster, unique, tmp_path, capsys):
+    """Stream mode: the node leading the stream and serving the query stops while a publisher
+    writes through another node; the driver's probe and the executors' range reads fail over
+    (a stream has the same offsets on every replica): every message exactly once."""
+    n2, _, n4 = cluster.nodes
+    s = unique("st-failover")
+    from spark_amqp.client import connect
+
+    with connect(cluster.node_url(n2)) as conn:
+        conn.channel().queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
+    n = 12000
+    pub = Publisher(cluster.node_url(n4), s, n, rate=1500)
+    log = BatchLog()
+    query = (spark.readStream.format("amqp").option("uri", cluster.url())
+             .option("stream", s).option("startingOffsets", "earliest")
+             .option("maxMessagesPerTrigger", "1000").option("shuffleAddresses", "false")
+             .option("connectionTimeout", "3").load()
+             .writeStream.foreachBatch(log).trigger(processingTime="500 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        pub.start()
+        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
+        after = pub.confirmed + 2 * pub.chunk
+        t_stop = time.monotonic()
+        cluster.stop_app(n2)
+        t_next = wait_until(lambda: log.with_id_after(t_stop, after), 120,
+                            "a batch with messages published after the stop", query)
+        cluster.start_app(n2)
+        pub.join(120)
+        assert pub.error is None, pub.error
+        wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids", query)
+        time.sleep(1.5)
+    finally:
+        query.stop()
+        delete_queue(cluster.url(), s)
+    ids = log.ids()
+    assert sorted(ids) == [b"%08d" % i for i in range(n)], \
+        f"{len(ids)} rows, {len(set(ids))} distinct: not exactly once"
+    with capsys.disabled():
+        print(f"\n[cluster] stream mode, stop_app of node 2: next batch after "
+              f"{t_next - t_stop:.1f} s; {n} ids exactly once")
