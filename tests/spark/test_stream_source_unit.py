@@ -397,3 +397,20 @@ def test_read_range_fails_over_inside_the_task_exactly_once(broker_url, filled_s
         assert got == list(range(5, 1000))
         assert proxy.accepted == 1
         assert "connection lost while reading offsets [" in caplog.text
+
+
+def test_range_read_reconnects_on_a_node_without_a_running_replica():
+    """RabbitMQ 3.10 answers basic.consume on a node whose replica of the stream is not
+    running (just restarted) with 406 "... does not have a replica on the local node": worth a
+    reconnect, as a lost connection; other 406s and read timeouts are not."""
+    from spark_amqp.client.errors import ConnectionLost
+    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed
+    from spark_amqp.spark.source.stream_consumer import ReadTimeout, _lost_connection
+
+    assert _lost_connection(PreconditionFailed(
+        "PRECONDITION_FAILED - queue 'queue 's' in vhost '/'' does not have a replica on the "
+        "local node"))
+    assert not _lost_connection(PreconditionFailed("PRECONDITION_FAILED - inequivalent arg"))
+    assert _lost_connection(ConnectionLost("reset")) and _lost_connection(
+        ConnectionForced("CONNECTION_FORCED - shutdown"))
+    assert not _lost_connection(ReadTimeout("no delivery"))
