@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "source": ("amqp source vs pika consuming loop",
                ["--messages", "20000", "--max-per-trigger", "10000", "--per-partition", "5000"]),
     "job": ("the main job's query fed by the amqp source vs Spark's file source", ["--quick"]),
+    "failover": ("failover and throughput through a three-node RabbitMQ cluster (as root)",
+                 ["--quick"]),
 }
 
 # A figure compared with its baseline: "1.90x", "0.65×", "1.05-1.15x".

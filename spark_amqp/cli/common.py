@@ -18,12 +18,27 @@ from ..client.uri import redact_uri as redact
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
+def check_uri(ctx, param, value: str) -> str:
+    """Click callback: ``value`` must parse as an AMQP URI (with a host list, every entry is
+    checked); else ``click.BadParameter`` naming the bad entry (password redacted)."""
+    from ..client.uri import parse_uri
+
+    try:
+        parse_uri(value)
+    except ValueError as exc:
+        raise click.BadParameter(redact(str(exc))) from None
+    return value
+
+
 def uri_option(f):
     """Add ``--uri`` (envvar ``SPARK_AMQP_URI``) to a click command."""
     return click.option(
         "--uri", default=lambda: os.environ.get("SPARK_AMQP_URI", DEFAULT_URI),
-        show_default="$SPARK_AMQP_URI or " + DEFAULT_URI,
-        help="AMQP URI of the broker (amqp://user:pass@host:port/vhost; amqps:// for TLS).")(f)
+        show_default="$SPARK_AMQP_URI or " + DEFAULT_URI, callback=check_uri,
+        help="AMQP URI of the broker (amqp://user:pass@host:port/vhost; amqps:// for TLS). "
+             "The nodes of a cluster: amqp://user:pass@h1:5672,h2:5672,h3:5672/vhost (tried "
+             "in a random order, failing over to the next; ?failover_timeout=MS keeps "
+             "trying).")(f)
 
 
 @contextlib.contextmanager

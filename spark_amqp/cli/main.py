@@ -24,6 +24,7 @@ from .consume import consume
 from .depth import depth
 from .peek import peek
 from .publish import publish
+from .rabbitmq_cluster import rabbitmq_cluster
 from .streams import streams
 
 
@@ -41,6 +42,7 @@ cli.add_command(depth)
 cli.add_command(peek)
 cli.add_command(conf)
 cli.add_command(cluster)
+cli.add_command(rabbitmq_cluster)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,16 +3,16 @@ Imports only spark_amqp.protocol, the package's __version__ and the standard lib
 Imported by spark_amqp.spark, .cli, .bench and jobs/; never by protocol or broker."""
 
 from .channel import Channel
-from .connection import CLIENT_CAPABILITIES, Connection, connect
+from .connection import CLIENT_CAPABILITIES, AllAddressesFailed, Connection, connect
 from .errors import (
     ChannelClosed, ClientError, ConfirmTimeout, ConnectionClosed, ConnectionLost,
     ProtocolMismatch, PublishNacked,
 )
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
-from .uri import ConnectionParameters, parse_uri
+from .uri import ConnectionParameters, parse_addresses, parse_uri
 
 __all__ = [
-    "connect", "Connection", "Channel", "Delivery", "ReturnedMessage", "ConfirmResult",
+    "connect", "AllAddressesFailed", "parse_addresses", "Connection", "Channel", "Delivery", "ReturnedMessage", "ConfirmResult",
     "DeclareOk", "ConnectionParameters", "parse_uri", "ClientError", "ConnectionLost",
     "ConnectionClosed", "ChannelClosed", "PublishNacked", "ConfirmTimeout", "ProtocolMismatch",
     "CLIENT_CAPABILITIES",

@@ -612,6 +612,24 @@ class Channel:
             self._confirming = True
 
     @property
+    def next_publish_seq(self) -> int:
+        """The sequence number the next publish in confirm mode will get (int)."""
+        return self._next_seq
+
+    @property
+    def oldest_unconfirmed(self) -> int:
+        """The lowest sequence number not yet acked/nacked (``next_publish_seq`` when none):
+        every publish below it is settled."""
+        with self._cond:
+            return self._unconfirmed[0] if self._unconfirmed else self._next_seq
+
+    def unconfirmed(self) -> set:
+        """The sequence numbers sent in confirm mode and not yet acked/nacked (a set; after a
+        lost connection: the publishes whose fate is unknown, to publish again)."""
+        with self._cond:
+            return set(self._unconfirmed) - self._settled_early
+
+    @property
     def in_flight(self) -> int:
         """Publishes sent in confirm mode and not yet acked/nacked (int)."""
         return len(self._unconfirmed) - len(self._settled_early)

@@ -15,7 +15,9 @@ Heartbeats" (negotiation and 2-missed-heartbeat rule), "Authentication Failure N
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import random
 import ssl
 import threading
 import time
@@ -25,14 +27,14 @@ from typing import Any, Callable
 from .. import __version__
 from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
-from ..protocol.errors import AccessRefused, AMQPError, error_for_code
+from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
 from .errors import ConnectionClosed, ConnectionLost, ProtocolMismatch, copy_error
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
-from .uri import ConnectionParameters, parse_uri
+from .uri import ConnectionParameters, format_address, parse_uri
 
-__all__ = ["Connection", "connect", "CLIENT_CAPABILITIES"]
+__all__ = ["Connection", "connect", "AllAddressesFailed", "CLIENT_CAPABILITIES"]
 
 log = logging.getLogger("spark_amqp.client")
 
@@ -49,6 +51,8 @@ CLIENT_CAPABILITIES = {
 
 _monotonic = time.monotonic
 _HEARTBEAT = encode_heartbeat()
+_FIRST_FAILOVER_BACKOFF = 0.5  # seconds between rounds over the addresses, doubling ...
+_MAX_FAILOVER_BACKOFF = 5.0  # ... up to this
 _Close = spec.Connection.Close
 _CloseOk = spec.Connection.CloseOk
 _Blocked = spec.Connection.Blocked
@@ -62,6 +66,18 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
     ``connect(url, heartbeat=5, connection_timeout=3.0)`` (seconds here; milliseconds in the
     URI). Returns an open :class:`Connection`; use it as a context manager to close it.
 
+    Several addresses (``amqp://u:p@h1,h2:5673/%2F``, or the ``addresses=`` keyword): they are
+    tried in a new random order per call (``shuffle_addresses=False``: in the order given), one
+    after the other, and the first that completes the handshake is used (its ``host``/``port``
+    are in ``conn.params``). A refused or timed-out connect, a lost socket or a
+    ``connection.close`` other than a refused login moves on to the next address; a refused
+    login (403 ACCESS_REFUSED) or vhost (530 NOT_ALLOWED) is raised at once (users and vhosts
+    are cluster-wide, RabbitMQ docs "Clustering"). With ``failover_timeout`` > 0 seconds, rounds
+    over all the addresses go on with back-off (0.5 s, doubling up to 5 s) until that much time
+    has passed since the first attempt. This follows the RabbitMQ Java client's
+    ``ConnectionFactory.newConnection(List<Address>)`` (shuffled addresses, first that works)
+    and its automatic recovery's ``networkRecoveryInterval``.
+
     >>> with connect("amqp://guest:guest@127.0.0.1:5672/%2F") as conn:     # doctest: +SKIP
     ...     ch = conn.channel()
     ...     ch.queue_declare("q")
@@ -74,8 +90,12 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
     ...         ch.basic_ack(d.delivery_tag)
 
     Raises:
-        ValueError: a malformed URI or parameter.
-        ConnectionLost: TCP connect/TLS/handshake failure or timeout (an ``OSError``).
+        ValueError: a malformed URI or parameter (naming the bad address entry).
+        AllAddressesFailed: (a ``ConnectionLost``) several addresses, or ``failover_timeout``
+            > 0, and no address could be connected: the message lists every address with its
+            last error; ``errors`` maps ``"host:port"`` to that exception.
+        ConnectionLost: one address, no ``failover_timeout``: TCP connect/TLS/handshake
+            failure or timeout (an ``OSError``); the error of that address, unchanged.
         ssl.SSLError: certificate verification failed (amqps).
         AccessRefused: wrong user name or password (403), or EXTERNAL refused; also when
             the broker closes the socket during authentication without connection.close
@@ -87,7 +107,64 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
     params = uri if isinstance(uri, ConnectionParameters) else parse_uri(uri)
     if overrides:
         params = params.replace(**overrides)
-    return Connection(params)
+    addresses = params.address_list()
+    if len(addresses) == 1 and not params.failover_timeout:
+        host, port = addresses[0]
+        if (host, port) != (params.host, params.port):
+            params = dataclasses.replace(params, host=host, port=port)
+        return Connection(params)
+    deadline = _monotonic() + float(params.failover_timeout)
+    backoff = _FIRST_FAILOVER_BACKOFF
+    errors: dict[str, BaseException] = {}
+    while True:
+        order = list(addresses)
+        if params.shuffle_addresses:
+            random.shuffle(order)
+        for host, port in order:
+            try:
+                return Connection(dataclasses.replace(params, host=host, port=port))
+            except (AccessRefused, NotAllowed, ssl.SSLCertVerificationError):
+                raise  # the same on every node: trying the others only delays the answer
+            except (OSError, AMQPError, ProtocolMismatch) as exc:
+                errors[format_address(host, port)] = exc
+                log.warning("cannot connect to %s (%s); trying the next address",
+                            format_address(host, port), exc)
+        left = deadline - _monotonic()
+        if left <= 0:
+            raise AllAddressesFailed(params, errors)
+        time.sleep(min(backoff, left))
+        backoff = min(backoff * 2, _MAX_FAILOVER_BACKOFF)
+
+
+class AllAddressesFailed(ConnectionLost):
+    """No broker address could be connected (:func:`connect` with several addresses or a
+    ``failover_timeout``).
+
+    Attributes:
+        errors: ``{"host:port": exception}``, the last error of every address tried.
+    """
+
+    def __init__(self, params: ConnectionParameters | str, errors: dict | None = None):
+        self.errors = dict(errors or {})
+        if isinstance(params, str):  # a copy (copy_error) or an unpickled one: the text
+            super().__init__(params)
+            return
+        lines = "; ".join(f"{a}: {e}" for a, e in self.errors.items())
+        within = (f" within failover_timeout {params.failover_timeout:g} s"
+                  if params.failover_timeout else " (one round; failover_timeout 0)")
+        super().__init__(
+            f"could not connect to any of the {len(self.errors)} broker address(es) of "
+            f"{params.redacted_uri(all_addresses=True)}{within}: {lines}. Check that the "
+            "nodes run and the addresses are right")
+
+    def __reduce__(self):
+        # picklable (Spark ships errors between processes): rebuilt from its text and the
+        # errors' texts
+        return _rebuild_all_failed, (str(self), {a: str(e) for a, e in self.errors.items()})
+
+
+def _rebuild_all_failed(text: str, errors: dict) -> AllAddressesFailed:
+    return AllAddressesFailed(text, {a: ConnectionLost(e) for a, e in errors.items()})
 
 
 class Connection:

@@ -2,7 +2,7 @@
 
 Syntax per RabbitMQ's URI specification (https://www.rabbitmq.com/docs/uri-spec)::
 
-    amqp[s]://[user[:password]@]host[:port][/vhost][?key=value&...]
+    amqp[s]://[user[:password]@]host[:port][,host[:port]...][/vhost][?key=value&...]
 
 - scheme ``amqp`` (port 5672) or ``amqps`` (TLS, port 5671);
 - user, password, host and vhost are percent-decoded; ``/`` inside a vhost must be written
@@ -10,7 +10,15 @@ Syntax per RabbitMQ's URI specification (https://www.rabbitmq.com/docs/uri-spec)
   (``amqp://host`` or ``amqp://host/``) selects the default vhost ``/``; note the URI spec
   reads ``amqp://host/`` as the empty vhost ``""``, which RabbitMQ never has, so this
   client (like pika) maps it to ``/``;
-- an IPv6 host goes in brackets (``amqp://[::1]:5672``).
+- an IPv6 host goes in brackets (``amqp://[::1]:5672``);
+- several broker addresses (the nodes of a RabbitMQ cluster) are a comma-separated list in the
+  authority, each ``host[:port]`` with its own optional port: ``amqp://u:p@h1:5672,h2:5673/%2F``.
+  This is the multi-host form of the RabbitMQ .NET/Go clients' ``AmqpTcpEndpoint`` lists and of
+  pika's list of parameters; the RabbitMQ Java client takes the same ``host[:port],...`` string
+  in ``Address.parseAddresses``. :func:`spark_amqp.client.connect` tries them in a shuffled
+  order by default (RabbitMQ docs "Clustering": "clients ... should be configured with
+  multiple addresses ... shuffled", so that connections spread over the nodes) and fails over
+  to the next one (see ``connect``). A bad entry raises ``ValueError`` naming it.
 
 Query parameters (https://www.rabbitmq.com/docs/uri-query-parameters):
 
@@ -27,6 +35,11 @@ keyfile                certificate and key (for EXTERNAL / mutual TLS)
 verify                 ``verify_peer`` (default) | ``verify_none``
 server_name_indication host name sent in SNI and checked against the certificate (default:
                        the URI host); ``disable`` sends no SNI and skips the host check
+shuffle_addresses      ``true`` (default) | ``false``: with several addresses, try them in a
+                       new random order per connection, or in the order given
+failover_timeout       **milliseconds** (int): how long ``connect`` goes on trying the
+                       addresses (rounds over all of them, with back-off 0.5 s doubling up
+                       to 5 s) before it fails; default 0: one round, each address once
 ====================== ============================================================
 
 Keyword arguments of :func:`spark_amqp.client.connect` override URI values; unknown query
@@ -41,11 +54,14 @@ import ssl
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-__all__ = ["ConnectionParameters", "parse_uri", "redact_uri", "DEFAULT_URI"]
+__all__ = ["ConnectionParameters", "parse_uri", "parse_addresses", "format_address",
+           "redact_uri", "DEFAULT_URI"]
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 _MECHANISMS = ("PLAIN", "EXTERNAL", "AMQPLAIN")
-_INT_PARAMS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
+_INT_PARAMS = ("heartbeat", "frame_max", "channel_max", "connection_timeout", "failover_timeout")
+_BOOL_PARAMS = ("shuffle_addresses",)
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _STR_PARAMS = ("cacertfile", "certfile", "keyfile", "verify", "server_name_indication")
 
 
@@ -69,7 +85,12 @@ class ConnectionParameters:
         ``connect()`` keyword), max_body_size (int bytes: the largest message body accepted
         from the broker; a larger one ends the connection with ``BodyTooLarge``, unacked
         deliveries being requeued; default 512 MiB, RabbitMQ's ceiling for
-        ``max_message_size``; a ``connect()`` keyword only).
+        ``max_message_size``; a ``connect()`` keyword only), addresses (tuple of
+        ``(host, port)``: every broker address to try, empty = just ``(host, port)``; a
+        ``connect()`` keyword also takes a string ``"h1:5672,h2"`` or a list of such
+        entries; ``host``/``port`` are the address in use), shuffle_addresses (bool, default
+        True: a new random order per connection), failover_timeout (float **seconds**, default
+        0 = one round over the addresses; the URI gives milliseconds).
     """
 
     host: str = "127.0.0.1"
@@ -92,6 +113,9 @@ class ConnectionParameters:
     client_properties: dict = dataclasses.field(default_factory=dict)
     rpc_timeout: float | None = None
     max_body_size: int = 512 * 1024 * 1024
+    addresses: tuple = ()
+    shuffle_addresses: bool = True
+    failover_timeout: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -125,6 +149,27 @@ class ConnectionParameters:
         self.auth_mechanisms = mechs
         if self.verify not in ("verify_peer", "verify_none"):
             raise ValueError(f"verify must be 'verify_peer' or 'verify_none', got {self.verify!r}")
+        if not float(self.failover_timeout) >= 0:
+            raise ValueError(f"failover_timeout must be >= 0 seconds, got {self.failover_timeout}")
+        default_port = 5671 if self.tls else 5672
+        if isinstance(self.addresses, str):
+            self.addresses = parse_addresses(self.addresses, default_port)
+        else:
+            addrs = []
+            for a in self.addresses:
+                if isinstance(a, str):
+                    addrs.extend(parse_addresses(a, default_port))
+                else:
+                    host, port = a
+                    if not (0 < int(port) < 65536):
+                        raise ValueError(f"port of address {host!r} must be 1-65535, got {port}")
+                    addrs.append((str(host), int(port)))
+            self.addresses = tuple(addrs)
+
+    def address_list(self) -> list:
+        """Every address to try, ``[(host, port), ...]``, in the order given (``addresses``,
+        or just ``(host, port)``)."""
+        return list(self.addresses) or [(self.host, self.port)]
 
     def replace(self, **changes: Any) -> "ConnectionParameters":
         """A copy with ``changes`` applied (keyword overrides of :func:`connect`).
@@ -171,12 +216,65 @@ class ConnectionParameters:
             return None
         return self.server_name_indication or self.host
 
-    def redacted_uri(self) -> str:
-        """The URI without the password, for logs and error messages."""
+    def redacted_uri(self, all_addresses: bool = False) -> str:
+        """The URI without the password, for logs and error messages: with the address in
+        use (``host``/``port``), or every address when ``all_addresses``."""
         scheme = "amqps" if self.tls else "amqp"
-        host = f"[{self.host}]" if ":" in self.host else self.host
         from urllib.parse import quote
-        return f"{scheme}://{quote(self.username, safe='')}@{host}:{self.port}/{quote(self.vhost, safe='')}"
+        hosts = ",".join(format_address(h, p) for h, p in (
+            self.address_list() if all_addresses else [(self.host, self.port)]))
+        return f"{scheme}://{quote(self.username, safe='')}@{hosts}/{quote(self.vhost, safe='')}"
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port`` (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_addresses(text: str, default_port: int = 5672) -> tuple:
+    """Parse a comma-separated address list ``host[:port],[v6addr][:port],...`` into a tuple
+    of ``(host, port)`` (hosts percent-decoded; a missing port is ``default_port``).
+
+    The syntax of the host list in a multi-host AMQP URI and of the Java client's
+    ``Address.parseAddresses``. Spaces around entries are ignored.
+
+    Raises:
+        ValueError: an empty list or entry, a port that is not an integer in 1..65535, an
+            unclosed ``[``, or an IPv6 address without brackets; the message names the entry.
+    """
+    entries = [e.strip() for e in str(text).split(",")]
+    if not any(entries):
+        raise ValueError("the broker address list is empty; give host[:port][,host[:port]...]")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"address {i + 1} ({entry!r}) of {str(text)!r}"
+        if not entry:
+            raise ValueError(f"{where} is empty; give host[:port][,host[:port]...]")
+        if entry.startswith("["):
+            end = entry.find("]")
+            if end < 0:
+                raise ValueError(f"{where}: IPv6 address without its closing ']'")
+            host, rest = entry[1:end], entry[end + 1:]
+            if rest and not rest.startswith(":"):
+                raise ValueError(f"{where}: expected ':port' after ']', got {rest!r}")
+            port_text = rest[1:] if rest else None
+        else:
+            if entry.count(":") > 1:
+                raise ValueError(f"{where}: an IPv6 address goes in brackets, e.g. [::1]:5672")
+            host, sep, port_text = entry.partition(":")
+            if not sep:
+                port_text = None
+        host = unquote(host)
+        if not host:
+            raise ValueError(f"{where} has no host")
+        if port_text is None:
+            port = default_port
+        else:
+            if not port_text.isdigit() or not (0 < int(port_text) < 65536):
+                raise ValueError(f"{where}: bad port {port_text!r}, expected an integer 1-65535")
+            port = int(port_text)
+        out.append((host, port))
+    return tuple(out)
 
 
 def redact_uri(uri: str) -> str:
@@ -193,19 +291,29 @@ def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:
     Raises ``ValueError`` for another scheme, a bad port/number or an unknown query parameter.
     """
     uri = DEFAULT_URI if uri is None else uri
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError as exc:  # e.g. an unclosed [ of an IPv6 host
+        raise ValueError(f"malformed AMQP URI {redact_uri(uri)!r}: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in ("amqp", "amqps"):
         raise ValueError(f"AMQP URI must start with amqp:// or amqps://, got {uri!r}")
     tls = scheme == "amqps"
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"bad port in AMQP URI {uri!r}: {exc}") from None
+    hostinfo = parts.netloc.rpartition("@")[2]
+    if hostinfo in ("", ":"):
+        addresses: tuple = (("127.0.0.1", 5671 if tls else 5672),)
+    else:
+        if hostinfo.startswith(":"):  # amqp://:5673 : the default host, that port
+            hostinfo = "127.0.0.1" + hostinfo
+        try:
+            addresses = parse_addresses(hostinfo, 5671 if tls else 5672)
+        except ValueError as exc:
+            raise ValueError(f"bad broker address in AMQP URI {redact_uri(uri)!r}: {exc}") from None
     kw: dict[str, Any] = {
         "tls": tls,
-        "host": unquote(parts.hostname or "") or "127.0.0.1",
-        "port": port or (5671 if tls else 5672),
+        "host": addresses[0][0],
+        "port": addresses[0][1],
+        "addresses": addresses if len(addresses) > 1 else (),
     }
     if parts.username is not None:
         kw["username"] = unquote(parts.username)
@@ -226,14 +334,18 @@ def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:
                 n = int(value)
             except ValueError:
                 raise ValueError(f"query parameter {key}={value!r} in AMQP URI must be an integer") from None
-            kw[key] = n / 1000.0 if key == "connection_timeout" else n
+            kw[key] = n / 1000.0 if key in ("connection_timeout", "failover_timeout") else n
+        elif key in _BOOL_PARAMS:
+            if value.lower() not in _BOOLEANS:
+                raise ValueError(f"query parameter {key}={value!r} in AMQP URI must be true or false")
+            kw[key] = _BOOLEANS[value.lower()]
         elif key == "auth_mechanism":
             mechs.append(value.upper())
         elif key in _STR_PARAMS:
             kw[key] = value
         else:
             raise ValueError(f"unknown query parameter {key!r} in AMQP URI; known: "
-                             f"{', '.join(_INT_PARAMS + ('auth_mechanism',) + _STR_PARAMS)}")
+                             f"{', '.join(_INT_PARAMS + _BOOL_PARAMS + ('auth_mechanism',) + _STR_PARAMS)}")
     if mechs:
         kw["auth_mechanisms"] = tuple(mechs)
     params = ConnectionParameters(**kw)

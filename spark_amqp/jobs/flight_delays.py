@@ -718,6 +718,17 @@ def write_json_result(path: str | None, result: JobResult) -> None:
         Path(path).write_text(json.dumps(d))
 
 
+def _amqp_uri(text: str) -> str:
+    """argparse type of ``--uri``: a parsable AMQP URI (each entry of a host list checked)."""
+    from spark_amqp.client.uri import parse_uri, redact_uri
+
+    try:
+        parse_uri(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(redact_uri(str(exc))) from None
+    return text
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m spark_amqp.jobs.flight_delays",
@@ -726,9 +737,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--demo", action="store_true",
                    help="start the embedded broker (unless --uri), publish the flights, run the "
                         "job until drained, print a summary")
-    p.add_argument("--uri", default=None,
+    p.add_argument("--uri", default=None, type=_amqp_uri,
                    help="AMQP URI of the broker (default: embedded broker with --demo, else "
-                        "$SPARK_AMQP_URI or amqp://guest:guest@127.0.0.1:5672/%%2F)")
+                        "$SPARK_AMQP_URI or amqp://guest:guest@127.0.0.1:5672/%%2F); the "
+                        "nodes of a RabbitMQ cluster as a host list: "
+                        "amqp://u:p@h1:5672,h2:5672,h3:5672/%%2F")
     p.add_argument("--queue", default=DEFAULT_QUEUE, help="queue of flight messages [%(default)s]")
     p.add_argument("--stream", action="store_true",
                    help="read the flights from super stream --super-stream in stream mode "

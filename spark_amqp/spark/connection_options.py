@@ -1,4 +1,5 @@
-"""Connection options shared by the ``amqp`` source and sink: ``uri``, TLS, heartbeat, timeout.
+"""Connection options shared by the ``amqp`` source and sink: ``uri``, broker addresses, TLS,
+heartbeat, timeouts.
 
 Parses the part of Spark's option dict (keys lower-cased, values strings; lessons §1.4) that
 says how to reach the broker, into keyword arguments for :func:`spark_amqp.client.connect`.
@@ -10,7 +11,19 @@ as the caller's error type (``error``: a ``ValueError`` subclass such as the sin
 option                     meaning (client keyword)
 =========================  ==============================================================
 ``uri``                    ``amqp://`` or ``amqps://`` URI (RabbitMQ "URI Specification");
-                           default :data:`DEFAULT_URI`
+                           default :data:`DEFAULT_URI`. Several nodes of a cluster:
+                           ``amqp://u:p@h1:5672,h2:5673,h3/%2F`` (each ``host[:port]``)
+``addresses``              ``host[:port],host[:port],...``: the broker addresses, replacing
+                           the URI's host(s) (its user, vhost and parameters stay)
+                           (``addresses``)
+``shuffleAddresses``       ``true`` (default): try the addresses in a new random order per
+                           connection (RabbitMQ's advice: connections spread over the
+                           nodes); ``false``: in the order given (``shuffle_addresses``)
+``failoverTimeout``        seconds >= 0: how long to go on trying the addresses (with
+                           back-off) before failing with one error listing every address
+                           and its last error (``failover_timeout``). Source: after a lost
+                           connection (default 300; the first connect of a query fails at
+                           once); sink: each task's connect (default 0: one round)
 ``cacertfile``             CA bundle for ``amqps://`` (``cacertfile``)
 ``certfile``, ``keyfile``  client certificate and key (``certfile``, ``keyfile``)
 ``verify``                 ``verify_peer`` | ``verify_none`` | ``true`` | ``false``
@@ -28,7 +41,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Type
 
-from .option_values import OptionErrors, parse_choice, parse_float, parse_int
+from .option_values import (LENIENT_BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_float,
+                            parse_int)
 
 
 def redact_uri(uri: str) -> str:
@@ -47,7 +61,7 @@ DEFAULT_URI = "amqp://guest:guest@localhost:5672/%2F"
 #: lower-cased key -> documented spelling, for the options this module parses
 CONNECTION_OPTIONS = {k.lower(): k for k in (
     "uri", "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",
-    "connectionTimeout")}
+    "connectionTimeout", "addresses", "shuffleAddresses", "failoverTimeout")}
 #: the TLS options (lower-cased), which need an ``amqps://`` URI
 TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
 #: ``verify`` spellings -> the client's ``verify`` (ConnectionParameters.verify)
@@ -63,12 +77,20 @@ def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueErr
         error: exception class raised on a bad value.
 
     Raises:
-        error: the URI does not start with ``amqp://`` or ``amqps://`` (password redacted).
+        error: the URI does not start with ``amqp://`` or ``amqps://``, or the client cannot
+            parse it (a bad port, an empty or malformed entry of a host list, an unknown query
+            parameter): the message names the bad entry (password redacted).
     """
     uri = str(opts.get("uri", DEFAULT_URI) or "").strip() or DEFAULT_URI
     if not re.match(r"^amqps?://", uri, re.IGNORECASE):
         raise error(f"option uri must start with amqp:// or amqps://, got {redact_uri(uri)!r}"
                     f" (e.g. {DEFAULT_URI})")
+    from ..client.uri import parse_uri  # driver only (load()/save()); see redact_uri
+
+    try:
+        parse_uri(uri)
+    except ValueError as exc:
+        raise error(f"option uri: {redact_uri(str(exc))}") from None
     return uri
 
 
@@ -85,12 +107,16 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
     Returns:
         dict with some of ``cacertfile``, ``certfile``, ``keyfile`` (str), ``verify``
         (``"verify_peer"`` | ``"verify_none"``), ``server_name_indication`` (str),
-        ``heartbeat`` (int seconds), ``connection_timeout`` (float seconds).
+        ``heartbeat`` (int seconds), ``connection_timeout`` (float seconds), ``addresses``
+        (tuple of ``(host, port)``), ``shuffle_addresses`` (bool), ``failover_timeout``
+        (float seconds).
 
     Raises:
         error: TLS options with an ``amqp://`` URI; ``verify`` not one of verify_peer |
             verify_none | true | false; ``heartbeat`` not an integer in 0..65535;
-            ``connectionTimeout`` not a finite number > 0.
+            ``connectionTimeout`` not a finite number > 0; an ``addresses`` entry that is
+            empty or has a bad port (named); ``shuffleAddresses`` not a boolean;
+            ``failoverTimeout`` not a finite number >= 0.
     """
     errors = OptionErrors(error)
     kw: dict[str, Any] = {}
@@ -113,4 +139,23 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
     timeout = parse_float(opts, "connectionTimeout", errors)
     if timeout is not None:
         kw["connection_timeout"] = timeout
+    if "addresses" in opts:
+        from ..client.uri import parse_addresses  # driver only, see redact_uri
+
+        try:
+            kw["addresses"] = parse_addresses(str(opts["addresses"]),
+                                              5671 if uri.lower().startswith("amqps") else 5672)
+        except ValueError as exc:
+            raise error(f"option addresses: {exc}") from None
+    shuffle = parse_bool(opts, "shuffleAddresses", errors, default=None,
+                         spellings=LENIENT_BOOLEANS)
+    if shuffle is not None:
+        kw["shuffle_addresses"] = shuffle
+    raw = opts.get("failovertimeout")
+    failover = None
+    if raw is not None:  # parse_float takes > 0; 0 (one round) is allowed here
+        failover = 0.0 if str(raw).strip() in ("0", "0.0") else parse_float(
+            opts, "failoverTimeout", errors)
+    if failover is not None:
+        kw["failover_timeout"] = failover
     return kw

@@ -115,3 +115,28 @@ def test_consume_no_ack_says_it_stopped_at_the_window(run, broker_url, full_queu
     assert "stopped at the prefetch window" not in r.stderr
     r = run("depth", full_queue, "--uri", broker_url, "--format", "count")
     assert r.stdout.strip() == str(N)
+
+
+def test_uri_with_a_host_list_fails_over_and_a_bad_entry_is_named(run, embedded_broker, unique):
+    """Issue 27: --uri takes the nodes of a cluster; a dead first node is skipped; a bad
+    entry of the list is a usage error naming it."""
+    import socket
+    from urllib.parse import urlparse
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    port = urlparse(embedded_broker.url).port
+    q = unique("hostlist")
+    from spark_amqp.client import connect
+
+    with connect(embedded_broker.url) as conn:
+        conn.channel().queue_declare(q, durable=True)
+    uri = f"amqp://guest:guest@127.0.0.1:{dead},127.0.0.1:{port}/%2F?shuffle_addresses=false"
+    r = run("publish", "--uri", uri, "-k", q, input="a\nb\nc\n")
+    assert r.exit_code == 0, r.output
+    r = run("depth", "--uri", uri, q)
+    assert r.exit_code == 0 and "3" in r.output, r.output
+    r = run("depth", "--uri", "amqp://guest:secret@127.0.0.1:1,127.0.0.1:port/%2F", q)
+    assert r.exit_code == 2 and "address 2 ('127.0.0.1:port')" in r.output
+    assert "secret" not in r.output

@@ -141,7 +141,35 @@ def _msgs(n: int, queue: str, size: int = 200):
     return [(b"%06d" % i + b"z" * size, "", queue, props, False) for i in range(n)]
 
 
-@pytest.mark.parametrize("fault", ["cut", "stall"])
+def test_sink_task_rides_out_a_cut_connection(broker):
+    """A connection cut mid-task (issue 27): the task reconnects (here through the same
+    address, which takes connections again) and publishes every unconfirmed message again,
+    instead of failing: every row is in the queue at least once, the duplicates at most
+    what was republished."""
+    c = pika.BlockingConnection(pika.URLParameters(broker.url))
+    c.channel().queue_declare("sinkcutq", durable=True)
+    c.close()
+    with FaultProxy(broker.url) as proxy:
+        proxy.slow(0.002, 4096)                     # long enough a task to cut it mid-way
+        pub = _sink(proxy.url, heartbeat=str(HB), confirmTimeoutMs="5000", maxInFlight="500")
+
+        def cut_mid_task():  # once the task is publishing, not during its handshake
+            deadline = time.monotonic() + 30
+            while pub.stats.published < 1000 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proxy.cut()
+
+        threading.Thread(target=cut_mid_task, daemon=True).start()
+        with pub:
+            pub.publish(_msgs(20000, "sinkcutq"))
+            stats = pub.finish()
+    assert pub.reconnects >= 1 and pub.republished >= 1
+    assert stats.confirmed == 20000
+    ready = _queue_state(broker, "sinkcutq")[0]
+    assert 20000 <= ready <= 20000 + pub.republished
+
+
+@pytest.mark.parametrize("fault", ["stall"])
 def test_sink_task_fails_cleanly_and_counts_only_confirmed(broker, fault):
     from spark_amqp.spark.sink.publish import AmqpSinkError
 

@@ -46,3 +46,50 @@ def test_bad_values_name_the_option_and_allowed_values(opts, uri, needle):
     with pytest.raises(MyError) as ei:
         parse_connection_options(opts, uri, MyError)
     assert needle in str(ei.value)
+
+
+def test_several_addresses_validated_at_load():
+    """Issue 27: a host list in the uri passes; a bad entry fails at load() naming it."""
+    uri = "amqp://guest:guest@127.0.0.1:5622,127.0.0.1:5632/%2F"
+    assert parse_uri_option({"uri": uri}) == uri
+    with pytest.raises(MyError) as ei:
+        parse_uri_option({"uri": "amqp://guest:secret@127.0.0.1:5622,127.0.0.1:x/%2F"}, MyError)
+    assert "option uri" in str(ei.value) and "address 2 ('127.0.0.1:x')" in str(ei.value)
+    assert "secret" not in str(ei.value)
+    kw = parse_connection_options({"addresses": "h1:5622, h2", "shuffleaddresses": "false",
+                                   "failovertimeout": "7.5"}, "amqp://h", MyError)
+    assert kw == {"addresses": (("h1", 5622), ("h2", 5672)), "shuffle_addresses": False,
+                  "failover_timeout": 7.5}
+    assert parse_connection_options({"failovertimeout": "0"}, "amqp://h") == {"failover_timeout": 0.0}
+    assert parse_connection_options({"addresses": "h"}, "amqps://h")["addresses"] == (("h", 5671),)
+    from spark_amqp.client import parse_uri
+
+    parse_uri("amqp://h").replace(**kw)  # the client accepts every keyword
+
+
+@pytest.mark.parametrize("opts, needle", [
+    ({"addresses": "h1,,h2"}, "option addresses: address 2 ('') of 'h1,,h2' is empty"),
+    ({"addresses": "h1:0"}, "bad port '0'"),
+    ({"shuffleaddresses": "sometimes"}, "shuffleAddresses='sometimes' is not a boolean"),
+    ({"failovertimeout": "-1"}, "failoverTimeout='-1' is not allowed"),
+])
+def test_bad_address_options_name_the_option(opts, needle):
+    with pytest.raises(MyError) as ei:
+        parse_connection_options(opts, "amqp://h", MyError)
+    assert needle in str(ei.value)
+
+
+def test_source_and_sink_accept_the_address_options():
+    from spark_amqp.spark.sink.options import SinkOptionError, parse_sink_options
+    from spark_amqp.spark.source.options import parse_source_options
+
+    opts = {"uri": "amqp://u:p@a:1,b:2/%2F", "addresses": "c:3", "shuffleAddresses": "false",
+            "failoverTimeout": "5"}
+    src = parse_source_options({**opts, "queue": "q"})
+    assert src.client_kwargs()["addresses"] == (("c", 3),)
+    sink = parse_sink_options(opts)
+    assert sink.connect_args()["failover_timeout"] == 5.0
+    with pytest.raises(SinkOptionError, match="option uri"):
+        parse_sink_options({"uri": "amqp://a:1,b:bad/%2F"})
+    with pytest.raises(ValueError, match="option uri"):
+        parse_source_options({"uri": "amqp://a:1,b:bad/%2F", "queue": "q"})

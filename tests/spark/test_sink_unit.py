@@ -296,6 +296,13 @@ class FakeChannel:
         n = sum(map(len, self.batches))
         return self.wait(n) if self.wait else _Result(n)
 
+    # the sequence numbers the sink remembers unconfirmed messages by (nothing confirmed here)
+    next_publish_seq = 1
+    oldest_unconfirmed = 1
+
+    def unconfirmed(self):
+        return set()
+
 
 class FakeConn:
     server_properties: dict = {}   # what RabbitMQ 4.x tells of its limits: nothing (16 MiB)
@@ -447,3 +454,55 @@ def test_publisher_caps_bodies_at_the_brokers_limit(fake):
         with TaskPublisher(parse_sink_options({}), "p") as pub:
             pub.publish([(b"x" * (16 * 1024 * 1024 + 1), "", "q", None, False)])
     assert fake["ch"].batches == []
+
+
+def test_publisher_republishes_unconfirmed_messages_on_another_address(broker_url, unique):
+    """Issue 27: the task's connection is cut in the middle of its writes (a node going
+    away): the publisher reconnects through the next address and publishes again every
+    message not confirmed; the task succeeds and every message is in the queue at least once."""
+    import sys
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
+    from faults_proxy import FaultProxy
+
+    from spark_amqp.client import connect
+
+    q = unique("sink-failover")
+    with connect(broker_url) as conn:
+        conn.channel().queue_declare(q, durable=True)
+    n = 6000
+    msgs = [(b"%08d" % i, "", q, None, False) for i in range(n)]
+    try:
+        with FaultProxy(broker_url) as proxy:
+            u = urlparse(broker_url)
+            opts = parse_sink_options({
+                "uri": f"amqp://guest:guest@127.0.0.1:{proxy.port},127.0.0.1:{u.port}"
+                       f"{u.path or '/%2F'}", "shuffleAddresses": "false"})
+            with TaskPublisher(opts, "t") as pub:
+                pub.publish(msgs[:1000])
+                proxy.stall()           # no confirm comes back for the next ones ...
+                pub.publish(msgs[1000:3000])
+                proxy.cut()             # ... and the connection goes
+                proxy.close()
+                pub.publish(msgs[3000:])
+                stats = pub.finish()
+            assert pub.reconnects == 1 and proxy.accepted == 1
+            # the unconfirmed ones (the stalled 2000, maybe the first 1000) and the chunk
+            # whose publish found the connection gone (1000)
+            assert 2000 <= pub.republished <= 4000
+        assert stats.published == n
+        got = []
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            while True:
+                d = ch.basic_get(q, no_ack=True)
+                if d is None:
+                    break
+                got.append(bytes(d.body))
+        assert set(got) == {m[0] for m in msgs}
+        assert len(got) - n <= 3000  # duplicates: at most what was unconfirmed at the cut
+    finally:
+        with connect(broker_url) as conn:
+            conn.channel().queue_delete(q)

@@ -868,3 +868,81 @@ def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expecte
             assert c.conn._sm._decoder.max_body_size == expected
         finally:
             c.close()
+
+
+def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(monkeypatch):
+    """Issue 27: after a loss, reconnects go on for failoverTimeout seconds; then the query
+    fails with BrokerUnreachable carrying the last error (which lists every address); nothing
+    of the lost session is acked, and a reader restarted from the checkpoint gets it back."""
+    from spark_amqp.spark.source import reader as reader_mod
+    from spark_amqp.spark.source.reader import BrokerUnreachable
+
+    broker = FakeBroker(["a"])
+    for i in range(3):
+        broker.publish("a", b"%d" % i)
+    opts = parse_source_options({"queue": "a", "failoverTimeout": "10",
+                                 "uri": "amqp://g:g@h1:1,h2:2/%2F"})
+    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
+    clock = [1000.0]
+    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadAllAvailable())
+    broker.consumers[0].kill()
+    broker.fail_open = ConnectionRefusedError("h1:1: refused; h2:2: refused")
+    assert r.latestOffset(e1, ReadAllAvailable()) == e1          # loss seen at t=1000
+    for t in (1001.0, 1003.0, 1006.0):
+        clock[0] = t
+        assert r.latestOffset(e1, ReadAllAvailable()) == e1      # retried, logged, not raised
+    assert r._backoff <= 5.0                                     # several addresses: 5 s cap
+    clock[0] = 1010.5
+    r._next_attempt = 0
+    with pytest.raises(BrokerUnreachable) as ei:
+        r.latestOffset(e1, ReadAllAvailable())
+    assert "failoverTimeout 10 s" in str(ei.value) and "h2:2: refused" in str(ei.value)
+    assert broker.acked["a"] == [] and broker.consumers[0].acks == []
+    broker.fail_open = None                                      # the cluster is back
+    r2 = AmqpStreamReader(opts, consumer_factory=broker.factory)  # restarted query
+    e2 = r2.latestOffset(e1, ReadAllAvailable())
+    assert [x["body"] for x in _rows(r2, e1, e2)] == [b"0", b"1", b"2"]
+
+
+def test_a_reconnect_that_works_resets_the_bound(monkeypatch):
+    from spark_amqp.spark.source import reader as reader_mod
+
+    broker = FakeBroker(["a"])
+    opts = parse_source_options({"queue": "a", "failoverTimeout": "5"})
+    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
+    clock = [0.0]
+    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    s = r.initialOffset()
+    r.latestOffset(s, ReadAllAvailable())
+    for t in (3.0, 6.0, 9.0, 12.0, 15.0):      # a loss every 3 s, each reconnect works
+        broker.consumers[-1].kill()
+        r.latestOffset(s, ReadAllAvailable())  # the loss
+        assert r._failing_since == t - 3.0
+        clock[0] = t
+        r._next_attempt = 0
+        assert r.latestOffset(s, ReadAllAvailable()) == s  # reconnected: no error
+        assert r._failing_since is None and r._consumer.is_open
+    assert len(broker.consumers) == 6
+
+
+def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
+    """Issue 27: the first loss with several broker addresses reconnects at once (another
+    node is likely up) and the same latestOffset returns the redelivered batch; a second loss
+    in a row backs off."""
+    broker = FakeBroker(["a"])
+    for i in range(3):
+        broker.publish("a", b"%d" % i)
+    r = AmqpStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
+                         consumer_factory=broker.factory)
+    s = r.initialOffset()
+    e1 = r.latestOffset(s, ReadAllAvailable())
+    broker.consumers[0].kill()
+    e2 = r.latestOffset(e1, ReadAllAvailable())        # loss seen and reconnected at once
+    assert len(broker.consumers) == 2 and e2 != e1
+    assert [x["body"] for x in _rows(r, e1, e2)] == [b"0", b"1", b"2"]
+    broker.consumers[1].kill()
+    broker.fail_open = ConnectionRefusedError("refused")
+    assert r.latestOffset(e2, ReadAllAvailable()) == e2  # reconnect failed: back-off now
+    assert r._next_attempt > 0 and len(broker.consumers) == 3

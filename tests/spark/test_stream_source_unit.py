@@ -430,3 +430,53 @@ def test_super_stream_source_finds_partitions(broker_url, unique):
     finally:
         p.close()
         delete(broker_url, *[f"{name}-{i}" for i in range(3)])
+
+
+def test_read_range_fails_over_inside_the_task_exactly_once(broker_url, filled_stream,
+                                                            monkeypatch, caplog):
+    """Issue 27: the connection of a range read is cut mid-range (a node going away); the
+    read reconnects through the next address and goes on after the last offset it yielded:
+    every offset exactly once, in order."""
+    import sys
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
+    from faults_proxy import FaultProxy
+
+    from spark_amqp.spark.source import stream_consumer
+    from spark_amqp.spark.source.stream_consumer import read_range
+
+    monkeypatch.setattr(stream_consumer, "ARROW_BATCH_ROWS", 100)
+    with FaultProxy(broker_url) as proxy:
+        u = urlparse(broker_url)
+        uri = (f"amqp://guest:guest@127.0.0.1:{proxy.port},127.0.0.1:{u.port}"
+               f"{u.path or '/%2F'}")
+        o = parse_stream_options({"stream": filled_stream, "uri": uri, "prefetch": "50",
+                                  "shuffleAddresses": "false"})
+        got = []
+        for i, b in enumerate(read_range(o, filled_stream, 5, 1000)):
+            got += b.column("offset").to_pylist()
+            if i == 1:
+                proxy.cut()
+                proxy.close()  # the first address is gone for good
+        assert got == list(range(5, 1000))
+        assert proxy.accepted == 1
+        assert "connection lost while reading offsets [" in caplog.text
+
+
+def test_range_read_reconnects_on_a_node_without_a_running_replica():
+    """RabbitMQ 3.10 answers basic.consume on a node whose replica of the stream is not
+    running (just restarted) with 406 "... does not have a replica on the local node": worth a
+    reconnect, as a lost connection; other 406s and read timeouts are not."""
+    from spark_amqp.client.errors import ConnectionLost
+    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed
+    from spark_amqp.spark.source.stream_consumer import ReadTimeout, _lost_connection
+
+    assert _lost_connection(PreconditionFailed(
+        "PRECONDITION_FAILED - queue 'queue 's' in vhost '/'' does not have a replica on the "
+        "local node"))
+    assert not _lost_connection(PreconditionFailed("PRECONDITION_FAILED - inequivalent arg"))
+    assert _lost_connection(ConnectionLost("reset")) and _lost_connection(
+        ConnectionForced("CONNECTION_FORCED - shutdown"))
+    assert not _lost_connection(ReadTimeout("no delivery"))

@@ -14,6 +14,13 @@ Runs on an executor inside ``AmqpWriter.write`` / ``AmqpStreamWriter.write``. Se
   Messages confirmed before the failure stay published: the sink is **at-least-once** (like
   Spark's Kafka sink), and a retried task republishes with the same deterministic
   ``message_id`` (see :mod:`spark_amqp.spark.sink.options`).
+- When the connection is lost inside the task (a RabbitMQ node stopping: a reset or 320
+  CONNECTION_FORCED, or a stalled node found by heartbeats), the task reconnects (``connect``
+  tries every broker address, so another node of a cluster) and publishes again every message
+  whose confirm had not arrived (at-least-once: the broker may have taken some of them; the
+  deterministic ``message_id`` lets consumers drop duplicates), at most
+  :data:`MAX_RECONNECTS` times per task; confirms and ``mandatory`` keep their meaning on the
+  new channel (a return received on the lost channel before the loss is not reported).
 - When the broker blocks the task's connection (``connection.blocked``: a memory or disk
   alarm, RabbitMQ docs "Blocked Connection Notifications") for longer than
   ``blockedTimeoutMs``, a watchdog aborts the connection and the task fails with an
@@ -31,10 +38,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES"]
+__all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES",
+           "MAX_RECONNECTS"]
 
 log = logging.getLogger(__name__)
 
+#: connection losses a task rides out by reconnecting and republishing (then it fails)
+MAX_RECONNECTS = 10
 #: messages per ``publish_batch`` call (also capped by :data:`CHUNK_BYTES` and maxInFlight)
 CHUNK_MESSAGES = 1000
 #: body bytes per ``publish_batch`` call (a 1 MB body goes alone)
@@ -94,6 +104,13 @@ class TaskPublisher:
         self._partitions = 0  # superStream: partition count found at open()
         self._max_body = 0    # the message cap, bytes (set at open())
         self._max_body_from = ""
+        from collections import deque
+
+        #: (sequence number, message) published on the current channel, not known confirmed
+        self._sent: deque = deque()
+        self._chunk_recorded = False  # whether the last chunk reached self._sent
+        self.reconnects = 0  # connection losses ridden out
+        self.republished = 0  # messages published again after them
 
     def __enter__(self) -> "TaskPublisher":
         return self
@@ -244,37 +261,97 @@ class TaskPublisher:
         st = self.stats
         limit = min(CHUNK_MESSAGES, self.options.max_in_flight)
         i, n = 0, len(messages)
-        publish_batch = self._ch.publish_batch
+        while i < n:
+            j, size = i, 0
+            cap = self._max_body
+            while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
+                ln = len(messages[j][0])
+                if ln > cap:
+                    # before the broker reads it and closes the channel (406 PRECONDITION_FAILED)
+                    if j > i:
+                        break   # publish the rows before it first
+                    raise AmqpSinkError(
+                        f"amqp sink {self.task}: row {st.published} of this task has a body of "
+                        f"{ln} bytes, above the broker's message size limit of {cap} bytes "
+                        f"({self._max_body_from}); {st.published} message(s) published in this "
+                        "task before it. Make the body smaller, raise the broker's "
+                        "max_message_size and set the sink option maxMessageBytes to it "
+                        "(RabbitMQ 4.x defaults to 16 MiB: docs/broker/rabbitmq-versions.md)")
+                size += ln
+                j += 1
+            chunk = messages[i:j] if (i or j < n) else messages
+            try:
+                self._send_chunk(chunk)
+            except AmqpSinkError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - re-raised with context
+                if self._blocked_error is not None:
+                    raise self._blocked_error from exc
+                # the chunk goes again: its unconfirmed part, or all of it when it was never
+                # handed to the channel (the window wait found the connection gone)
+                if not self._reconnect(exc, () if self._chunk_recorded else chunk):
+                    raise self._error("publishing failed", exc) from exc
+            st.published += j - i
+            st.body_bytes += size
+            i = j
+
+    def _send_chunk(self, chunk: list) -> None:
+        """Publish ``chunk`` on the current channel, remembering each message by its sequence
+        number until it is confirmed (for :meth:`_reconnect`)."""
+        ch = self._ch
+        self._chunk_recorded = False
+        self._wait_window(len(chunk))
+        sent = self._sent
+        oldest = ch.oldest_unconfirmed
+        while sent and sent[0][0] < oldest:
+            sent.popleft()
+        base = ch.next_publish_seq
+        sent.extend(zip(range(base, base + len(chunk)), chunk))
+        self._chunk_recorded = True
+        ch.publish_batch(chunk)
+
+    def _reconnect(self, exc: BaseException, unsent=()) -> bool:
+        """After a lost connection: reconnect (another broker address) and publish again every
+        remembered message not confirmed on the lost channel, then ``unsent`` (messages never
+        handed to it). False when ``exc`` is not a lost connection, after
+        :data:`MAX_RECONNECTS`, or when the reconnect fails."""
+        from ...protocol.errors import ConnectionForced
+
+        lost = (isinstance(exc, OSError) and not isinstance(exc, TimeoutError)) \
+            or isinstance(exc, ConnectionForced)
+        if not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None:
+            return False
+        old_ch, old_conn = self._ch, self._conn
+        unconfirmed = old_ch.unconfirmed()
+        unsent_from = old_ch.next_publish_seq
+        again = [m for seq, m in self._sent if seq in unconfirmed or seq >= unsent_from]
+        again.extend(unsent)
+        self._sent.clear()
         try:
-            while i < n:
-                j, size = i, 0
-                cap = self._max_body
-                while j < n and j - i < limit and (size < CHUNK_BYTES or j == i):
-                    ln = len(messages[j][0])
-                    if ln > cap:
-                        # before the broker reads it and closes the channel (406 PRECONDITION_FAILED)
-                        if j > i:
-                            break   # publish the rows before it first
-                        raise AmqpSinkError(
-                            f"amqp sink {self.task}: row {st.published} of this task has a body of "
-                            f"{ln} bytes, above the broker's message size limit of {cap} bytes "
-                            f"({self._max_body_from}); {st.published} message(s) published in this "
-                            "task before it. Make the body smaller, raise the broker's "
-                            "max_message_size and set the sink option maxMessageBytes to it "
-                            "(RabbitMQ 4.x defaults to 16 MiB: docs/broker/rabbitmq-versions.md)")
-                    size += ln
-                    j += 1
-                self._wait_window(j - i)
-                publish_batch(messages[i:j] if (i or j < n) else messages)
-                st.published += j - i
-                st.body_bytes += size
-                i = j
+            old_conn.abort("connection lost; reconnecting")
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        self._ch = self._conn = None
+        self.reconnects += 1
+        log.warning("amqp sink %s: connection lost (%s); reconnecting through the next broker "
+                    "address and publishing %d unconfirmed message(s) again", self.task, exc,
+                    len(again))
+        t0 = self._t0
+        try:
+            self.open()
         except AmqpSinkError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - re-raised with context
-            if self._blocked_error is not None:
-                raise self._blocked_error from exc
-            raise self._error("publishing failed", exc) from exc
+            return False
+        self._t0 = t0
+        step = min(CHUNK_MESSAGES, self.options.max_in_flight)
+        for k in range(0, len(again), step):
+            part = again[k:k + step]
+            try:
+                self._send_chunk(part)
+            except Exception as exc2:  # noqa: BLE001 - lost again: the rest goes with it
+                rest = ([] if self._chunk_recorded else part) + again[k + step:]
+                return self._reconnect(exc2, rest)
+        self.republished += len(again)
+        return True
 
     def _wait_window(self, need: int) -> None:
         """Block until ``need`` more publishes fit in the ``maxInFlight`` window.
@@ -318,7 +395,15 @@ class TaskPublisher:
         from ...client.errors import ConfirmTimeout, PublishNacked
 
         try:
-            result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)
+            while True:
+                try:
+                    result = self._ch.wait_for_confirms(timeout=self.options.confirm_timeout)
+                    break
+                except (PublishNacked, ConfirmTimeout):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a lost connection: republish
+                    if self._blocked_error is not None or not self._reconnect(exc):
+                        raise
         except PublishNacked as exc:
             r = exc.result
             self.stats.confirmed = getattr(r, "acked", 0)
@@ -338,7 +423,9 @@ class TaskPublisher:
             if self._blocked_error is not None:
                 raise self._blocked_error from exc
             raise self._error("waiting for publisher confirms failed", exc) from exc
-        self.stats.confirmed = result.acked
+        # after a reconnect the current channel confirmed only what was published on it; the
+        # rest was confirmed on the lost one (or republished): every message is confirmed
+        self.stats.confirmed = result.acked if not self.reconnects else self.stats.published
         returned = list(result.returned)
         self.stats.returned = len(returned)
         self.stats.seconds = time.monotonic() - self._t0

@@ -19,7 +19,7 @@ from typing import Any
 
 from .options import SourceOptions
 
-__all__ = ["DriverConsumer", "QueueMissing", "ConsumerCancelled"]
+__all__ = ["DriverConsumer", "QueueMissing", "QueueUnavailable", "ConsumerCancelled"]
 
 log = logging.getLogger("spark_amqp.spark.source.reader")
 
@@ -32,6 +32,14 @@ RPC_TIMEOUT = 60.0
 
 class QueueMissing(RuntimeError):
     """A source queue does not exist (passive queue.declare answered 404 NOT_FOUND)."""
+
+
+class QueueUnavailable(ConnectionError):
+    """A source queue exists but its node is down: RabbitMQ answers a declare of a classic
+    queue whose home node is stopped with 404 NOT_FOUND "home node ... is down or
+    inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent). An OSError,
+    so the reader retries it like a lost connection (within ``failoverTimeout``) instead of
+    failing the query for a missing queue."""
 
 
 class ConsumerCancelled(ConnectionError):
@@ -66,7 +74,10 @@ class DriverConsumer:
 
         o = self.options
         kw = {} if o.max_message_bytes is None else {"max_body_size": o.max_message_bytes}
-        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **kw, **o.client_kwargs())
+        # one round over the addresses per attempt: the reader backs off between attempts and
+        # applies failoverTimeout itself (it must not block a trigger that long)
+        kwargs = {**o.client_kwargs(), "failover_timeout": 0}
+        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **kw, **kwargs)
         if o.max_message_bytes is None:
             # maxMessageBytes unset: the broker's own limit (what it can have accepted)
             from spark_amqp.client.broker_limits import max_message_size
@@ -97,6 +108,11 @@ class DriverConsumer:
                     ok = ch.queue_declare(q, passive=True)
                 self.initial_counts[q] = int(ok.message_count)
             except NotFound as e:
+                if "down or inaccessible" in (e.reply_text or ""):
+                    raise QueueUnavailable(
+                        f"queue {q!r} is unavailable on {self._where()}: {e.reply_text} (a "
+                        "classic queue lives on one node; use a quorum queue or a stream to "
+                        "read through another node)") from e
                 raise QueueMissing(
                     f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
                     f"{e.reply_text}). Create it, or set option declare=true (with "
@@ -113,10 +129,11 @@ class DriverConsumer:
                                                               consumer_tag=tag, no_wait=True))
 
     def _where(self) -> str:
-        from urllib.parse import urlparse
+        """``host:port`` of the node this consumer is connected to (one of the addresses)."""
+        from spark_amqp.client.uri import format_address
 
-        u = urlparse(self.options.uri)
-        return f"{u.hostname}:{u.port or (5671 if u.scheme == 'amqps' else 5672)}"
+        p = self.conn.params
+        return format_address(p.host, p.port)
 
     @property
     def is_open(self) -> bool:

@@ -53,7 +53,18 @@ declare                    queue.declare the queues (else a passive     false
 durable                    durable flag for ``declare``                 true
 queueArguments             JSON object of queue arguments for declare   {}
                            (e.g. {"x-queue-type": "quorum"})
+addresses                  host[:port],... of the cluster's nodes,      the uri's host(s)
+                           replacing the uri's hosts (also written in
+                           the uri: amqp://u:p@h1,h2:5673,h3/%2F)
+shuffleAddresses           try the addresses in a new random order      true
+                           per connection (false: in the order given)
+failoverTimeout            seconds of failed reconnects (each one       300
+                           trying every address, back-off 0.5 s
+                           doubling to 5 s, 30 s with one address)
+                           after a lost connection before the query
+                           fails with one error listing every address
 heartbeat                  heartbeat seconds asked of the broker        client default
+                           (a stalled node is found after 2 intervals)
 connectionTimeout          socket connect timeout, seconds              client default
 cacertfile, certfile,      TLS for amqps:// (passed to the client;      unset
 keyfile, verify,           rejected with an amqp:// uri, where they

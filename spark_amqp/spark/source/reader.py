@@ -63,12 +63,17 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
 
-__all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge"]
+__all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge", "BrokerUnreachable",
+           "DEFAULT_FAILOVER_TIMEOUT"]
 
 log = logging.getLogger("spark_amqp.spark.source.reader")
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5
+#: seconds of failed reconnects after a loss before the query fails (option failoverTimeout)
+DEFAULT_FAILOVER_TIMEOUT = 300.0
+#: the longest back-off when the connection has several addresses: another node is likely up
+_MAX_FAILOVER_BACKOFF = 5.0
 #: the module Spark runs as the long-lived source runner process (``python -m``)
 _RUNNER_MODULE = "python_streaming_source_runner"
 _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)connecting
@@ -107,6 +112,13 @@ class AmqpInputPartition(InputPartition):
 
     def __post_init__(self) -> None:  # InputPartition.__init__(value) is bypassed by dataclass
         self.value = None
+
+
+class BrokerUnreachable(ConnectionError):
+    """No broker address could be reached for ``failoverTimeout`` seconds after the source
+    lost its connection: the query fails with this error, whose message lists every address
+    and its last error. Nothing was acked after the loss: the unacked deliveries are back in
+    their queues, and a restarted query reads them (as redeliveries) from its checkpoint."""
 
 
 class MessageTooLarge(ValueError):
@@ -153,6 +165,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ever_connected = False
         self._next_attempt = 0.0
         self._backoff = _FIRST_BACKOFF
+        self._failing_since: float | None = None  # when the current outage began
         self._targets: dict[str, int] | None = None  # AvailableNow: still to plan, per queue
         self._byte_capped = False  # the last _wanted was cut by the byte limit
         self._last_end: dict | None = None  # last offset latestOffset returned
@@ -187,9 +200,12 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Open the consumer if needed. True when connected.
 
         The first connection's errors propagate (a wrong URI, password or queue fails the query
-        at its first trigger). After a loss, reconnects back off exponentially (0.5 s .. 30 s)
-        and failures are logged, not raised, so the query keeps running; except a missing queue
-        with ``failOnDataLoss=true``.
+        at its first trigger). After a loss, reconnects back off exponentially (0.5 s .. 30 s;
+        .. 5 s with several broker addresses) and each one tries every address (the client's
+        :func:`~spark_amqp.client.connect`, shuffled unless ``shuffleAddresses=false``), and
+        failures are logged, not raised, so the query keeps running; except a missing queue
+        with ``failOnDataLoss=true``, and :class:`BrokerUnreachable` once reconnects have
+        failed for ``failoverTimeout`` seconds (default :data:`DEFAULT_FAILOVER_TIMEOUT`).
         """
         if self._consumer is not None and self._consumer.is_open:
             return True
@@ -220,6 +236,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not self._ever_connected or isinstance(e, AccessRefused) \
                     or not _is_connection_error(e):
                 raise
+            self._raise_if_out_of_time(e, now)
             log.warning("amqp source: reconnect failed (%s); retrying in %.1fs", e, self._backoff)
             self._schedule_retry(now)
             return False
@@ -234,6 +251,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._install_sigterm_close()
         self._ever_connected = True
         self._backoff = _FIRST_BACKOFF
+        self._failing_since = None
         self._stats["sessions"] += 1
         log.info("amqp source: session %s consuming %s", self._session.id,
                  ", ".join(self.options.queues))
@@ -312,7 +330,34 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _schedule_retry(self, now: float) -> None:
         self._next_attempt = now + self._backoff
-        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+        self._backoff = min(self._backoff * 2, self._max_backoff())
+
+    def _max_backoff(self) -> float:
+        """30 s with one broker address; 5 s with several (another node is likely up)."""
+        conn = self.options.connection
+        several = len(conn.get("addresses") or ()) > 1 or "," in self.options.uri.split("/")[2].rpartition("@")[2]
+        return _MAX_FAILOVER_BACKOFF if several else _MAX_BACKOFF
+
+    def failover_timeout(self) -> float:
+        """The ``failoverTimeout`` option (seconds), or :data:`DEFAULT_FAILOVER_TIMEOUT`."""
+        t = self.options.connection.get("failover_timeout")
+        return DEFAULT_FAILOVER_TIMEOUT if t is None else float(t)
+
+    def _raise_if_out_of_time(self, e: BaseException, now: float) -> None:
+        """Raise :class:`BrokerUnreachable` (from ``e``, the last reconnect's error, which lists
+        every address) when reconnects have failed for ``failoverTimeout`` seconds."""
+        if self._failing_since is None:
+            self._failing_since = now
+        bound = self.failover_timeout()
+        if now - self._failing_since >= bound:
+            from spark_amqp.client.uri import redact_uri
+
+            raise BrokerUnreachable(
+                f"amqp source: no broker address could be reached for "
+                f"{now - self._failing_since:.1f} s (failoverTimeout {bound:g} s) after the "
+                f"connection was lost: {redact_uri(str(e))}. Nothing was acked since: restart "
+                "the query when the broker is back, it resumes from its checkpoint (the "
+                "unacked messages are redelivered); or raise failoverTimeout.") from e
 
     def _lose_session(self, why: Any) -> None:
         """Forget the connection and every buffered delivery of this session. Unacked
@@ -331,8 +376,16 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for q, b in self._session.buffers.items():
                 self._targets[q] = self._targets.get(q, 0) + (b.planned - b.acked)
         self._session = Session(self.options.queues)
-        self._next_attempt = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+        now = time.monotonic()
+        if self._failing_since is None and self._max_backoff() == _MAX_FAILOVER_BACKOFF:
+            # the first loss with several addresses: another node is likely up, reconnect now
+            self._failing_since = now
+            self._next_attempt = now
+            return
+        if self._failing_since is None:
+            self._failing_since = now
+        self._next_attempt = now + self._backoff
+        self._backoff = min(self._backoff * 2, self._max_backoff())
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -435,6 +488,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_bytes = min(max_bytes, int(limit.max_bytes))
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
+        retried = False
         while True:
             if self._targets is not None and not any(self._targets.values()):
                 # AvailableNow: everything snapshotted is planned; ack the last batch, finish.
@@ -462,6 +516,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._lose_session(e)
                 if self._targets is not None:
                     continue  # AvailableNow: reconnect now (see _await_reconnect)
+                if not retried and self._next_attempt <= time.monotonic():
+                    retried = True  # several addresses: fail over within this trigger
+                    continue
                 return self._unchanged(start)
             break
         total = sum(want.values())

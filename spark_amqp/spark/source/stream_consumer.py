@@ -82,6 +82,26 @@ def _first_retained(conn, stream: str, wait: float) -> int | None:
             pass
 
 
+#: seconds a range read goes on reconnecting after a lost connection (option failoverTimeout
+#: overrides); each reconnect tries every broker address
+DEFAULT_READ_FAILOVER_TIMEOUT = 60.0
+
+
+def _lost_connection(e: BaseException) -> bool:
+    """A loss worth a reconnect (another node may serve the stream): a lost socket or a
+    refused connect (``OSError``, except the read timeout), the broker forcing the connection
+    closed (320 CONNECTION_FORCED: a node shutting down), or a node whose replica of the
+    stream is not running (yet): 406 "does not have a replica on the local node" (seen on
+    RabbitMQ 3.10 right after ``start_app`` of a node, and during a re-election;
+    rabbit_stream_queue:consume)."""
+    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed
+
+    if isinstance(e, PreconditionFailed):
+        return "replica on the local node" in str(getattr(e, "reply_text", "") or e)
+    return (isinstance(e, OSError) and not isinstance(e, TimeoutError)) \
+        or isinstance(e, ConnectionForced)
+
+
 def read_range(options: StreamOptions, stream: str, start: int, end: int,
                connect_fn=None) -> Iterator:
     """Yield ``pyarrow.RecordBatch``es (:func:`.schema.arrow_schema` of ``options.columns``)
@@ -89,15 +109,55 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
     offset order; the ``offset`` column holds each message's stream offset, ``queue`` the
     stream name.
 
+    Failover inside the task: when the connection is lost (a node stopping, a stalled node
+    found by heartbeats), the read reconnects (``connect`` tries every broker address, so it
+    lands on another node: every replica of a stream has the same offsets, RabbitMQ docs
+    "Streams") and goes on from the offset after the last one yielded, so each offset is
+    yielded exactly once; with back-off, for at most ``failoverTimeout`` seconds (default
+    :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then the last error is raised.
+
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
     ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and the
-    client's connection errors (Spark retries the task; the replay reads the same rows).
+    client's connection errors once reconnects have failed for ``failoverTimeout`` seconds
+    (Spark retries the task; the replay reads the same rows).
     """
+    import time
+
+    if end <= start:
+        return
+    progress = {"next": start}
+    bound = options.client_kwargs().get("failover_timeout")
+    bound = DEFAULT_READ_FAILOVER_TIMEOUT if bound is None else float(bound)
+    failing_since = None
+    backoff = 0.2
+    while True:
+        try:
+            yield from _read_range_once(options, stream, progress["next"], end, connect_fn,
+                                        progress)
+            return
+        except Exception as e:
+            if not _lost_connection(e) or progress["next"] >= end:
+                raise
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since >= bound:
+                raise
+            log.warning("stream %r: connection lost while reading offsets [%d, %d) (%s); "
+                        "reconnecting through the next broker address", stream,
+                        progress["next"], end, e)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+
+def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
+                     connect_fn, progress: dict) -> Iterator:
+    """One connection's part of :func:`read_range`; ``progress["next"]`` is moved past the
+    offsets of every batch yielded."""
     if end <= start:
         return
     if connect_fn is None:
         from spark_amqp.client import connect as connect_fn
-    conn = connect_fn(options.uri, **options.client_kwargs())
+    conn = connect_fn(options.uri, **{**options.client_kwargs(), "failover_timeout": 0})
     try:
         ch = conn.channel()
         ch.set_raw_deliveries()
@@ -150,6 +210,7 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
                                       cols[4], options.include_headers)
                 packed.offsets = offs
                 yield from to_record_batches(packed, columns=options.columns)
+                progress["next"] = offs[-1] + 1
                 cols = [[], [], [], [], []]
                 offs = []
         try:

@@ -1,0 +1,121 @@
+"""Helpers of the cluster failover tests: a paced publisher with confirms on one node, a
+queue-mode query recording every micro-batch (time, ids) through ``foreachBatch``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from spark_amqp.client import connect
+
+QUORUM = {"x-queue-type": "quorum"}
+
+
+def declare_quorum(url: str, queue: str) -> None:
+    with connect(url) as conn:
+        conn.channel().queue_declare(queue, durable=True, arguments=QUORUM)
+
+
+def delete_queue(url: str, queue: str) -> None:
+    try:
+        with connect(url, shuffle_addresses=True) as conn:
+            conn.channel().queue_delete(queue)
+    except Exception:  # noqa: BLE001 - cleanup only
+        pass
+
+
+class Publisher(threading.Thread):
+    """Publish ids ``0..n-1`` (bodies ``b"%08d"``) to ``queue`` through ``url``, ``rate``
+    messages per second, in confirmed chunks of ``chunk``; ``confirmed`` counts them."""
+
+    def __init__(self, url: str, queue: str, n: int, rate: float = 1000.0, chunk: int = 100,
+                 persistent: bool = False):
+        super().__init__(daemon=True, name="cluster-publisher")
+        self.url, self.queue, self.n, self.rate, self.chunk = url, queue, n, rate, chunk
+        self.persistent = persistent
+        self.confirmed = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with connect(self.url) as conn:
+                ch = conn.channel()
+                ch.confirm_select()
+                from spark_amqp.protocol import BasicProperties
+
+                props = BasicProperties(delivery_mode=2) if self.persistent else None
+                t0 = time.monotonic()
+                for start in range(0, self.n, self.chunk):
+                    for i in range(start, min(start + self.chunk, self.n)):
+                        ch.basic_publish(b"%08d" % i, routing_key=self.queue,
+                                         properties=props)
+                    res = ch.wait_for_confirms(timeout=60)
+                    assert not res.nacked, res
+                    self.confirmed = min(start + self.chunk, self.n)
+                    ahead = t0 + self.confirmed / self.rate - time.monotonic()
+                    if ahead > 0:
+                        time.sleep(ahead)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+class BatchLog:
+    """``foreachBatch`` target: ``batches`` is a list of ``(monotonic time, [ids])``."""
+
+    def __init__(self):
+        self.batches: list[tuple[float, list[bytes]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, df, batch_id) -> None:
+        ids = [bytes(r.body) for r in df.select("body").collect()]
+        with self.lock:
+            self.batches.append((time.monotonic(), ids))
+
+    def ids(self) -> list[bytes]:
+        with self.lock:
+            return [i for _, b in self.batches for i in b]
+
+    def distinct(self) -> int:
+        return len(set(self.ids()))
+
+    def with_rows_after(self, t: float) -> float | None:
+        """Time of the first batch with rows that ended after ``t``, or None."""
+        with self.lock:
+            return next((bt for bt, ids in self.batches if bt > t and ids), None)
+
+    def with_id_after(self, t: float, first_id: int) -> float | None:
+        """Time of the first batch ending after ``t`` holding an id >= ``first_id`` (ids
+        published after a fault: only a working connection can have delivered them), or
+        None."""
+        want = b"%08d" % first_id
+        with self.lock:
+            return next((bt for bt, ids in self.batches if bt > t and ids and max(ids) >= want),
+                        None)
+
+    def duplicates(self) -> int:
+        return sum(c - 1 for c in Counter(self.ids()).values() if c > 1)
+
+
+def start_query(spark, url: str, queue: str, log: BatchLog, checkpoint: str, **options):
+    """A queue-mode query of ``queue`` through ``url`` into ``log`` (processingTime 500 ms)."""
+    reader = (spark.readStream.format("amqp").option("uri", url).option("queue", queue))
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return (reader.load().writeStream.foreachBatch(log).trigger(processingTime="500 milliseconds")
+            .option("checkpointLocation", checkpoint).start())
+
+
+def wait_until(pred, timeout: float, what: str, query=None, interval: float = 0.2):
+    """Wait for ``pred()`` (truthy); fail naming ``what`` (and the query's error) on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the query failed while waiting for {what}: "
+                                 f"{query.exception()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,253 @@
+"""Failover on a real three-node RabbitMQ cluster (issue 27): a node goes away under a
+queue-mode query reading a quorum queue while a publisher writes through another node.
+
+The cluster starts once per module (``rmq_cluster``, conftest). Each test measures the time
+from the fault to the first micro-batch holding a message published after the fault (so it
+came through a working connection, not from the driver's buffer; printed; the issue's target
+is 10 s) and checks: 0 lost, duplicates at most the batches in flight.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cluster_helpers import BatchLog, Publisher, declare_quorum, delete_queue, start_query, wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq_cluster]
+
+N = 20000
+PER_TRIGGER = 1000
+#: a loss replays at most the batch run but not acked plus the one planned: 2 batches
+MAX_DUPLICATES = 2 * PER_TRIGGER
+
+
+def _read_through_a_fault(spark, cluster, unique, tmp_path, capsys, fault, heal=None,
+                          url=None, **options):
+    """Query reading a quorum queue led by node 2 and connected to node 2 first; publisher on
+    node 4; ``fault()`` after two batches; returns the seconds from the fault to the next
+    batch with rows."""
+    n2, _, n4 = cluster.nodes
+    q = unique("qq-failover")
+    declare_quorum(cluster.node_url(n2), q)
+    log = BatchLog()
+    pub = Publisher(cluster.node_url(n4), q, N, rate=1500)
+    query = start_query(spark, url or cluster.url(), q, log, str(tmp_path / "cp"),
+                        maxMessagesPerTrigger=PER_TRIGGER, shuffleAddresses="false",
+                        connectionTimeout=3, **options)
+    try:
+        pub.start()
+        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120,
+                   "two batches before the fault", query)
+        assert pub.confirmed < N, "the publisher finished before the fault: raise N"
+        t_fault = time.monotonic()
+        after = pub.confirmed + 2 * pub.chunk  # published after the fault
+        fault()
+        t_next = wait_until(lambda: log.with_id_after(t_fault, after), 120,
+                            "a batch with messages published after the fault", query)
+        failover = t_next - t_fault
+        if heal is not None:
+            heal()
+        pub.join(120)
+        assert pub.error is None, pub.error
+        wait_until(lambda: log.distinct() >= N, 180, f"all {N} ids", query)
+        time.sleep(1.5)  # a few more triggers: nothing beyond N may appear
+        ids = set(log.ids())
+        assert ids == {b"%08d" % i for i in range(N)}, "lost or foreign ids"
+        dups = log.duplicates()
+        assert dups <= MAX_DUPLICATES, f"{dups} duplicates > {MAX_DUPLICATES}"
+        assert query.exception() is None
+        with capsys.disabled():
+            print(f"\n[cluster] {fault.__name__}: fault -> next batch {failover:.1f} s; "
+                  f"{N} ids, 0 lost, {dups} duplicates, {len(log.batches)} batches")
+        return failover
+    finally:
+        query.stop()
+        delete_queue(cluster.url(), q)
+
+
+def test_queue_mode_node_stop_app_fails_over_to_another_node(spark, cluster, unique, tmp_path,
+                                                              capsys):
+    n2 = cluster.nodes[0]
+
+    def stop_app_node2():
+        cluster.stop_app(n2)
+
+    failover = _read_through_a_fault(spark, cluster, unique, tmp_path, capsys, stop_app_node2,
+                                     heal=lambda: cluster.start_app(n2))
+    # the issue's target is 10 s; measured 6.0 s here, bench median 3.5 s (2026-11-26, loaded
+    # 2-core machine); the bound leaves room for a slow CI machine
+    assert failover <= 30, f"{failover:.1f} s from stop_app to the next batch (target 10 s)"
+
+
+def test_queue_mode_kill9_of_the_quorum_leaders_node(spark, cluster, unique, tmp_path, capsys):
+    """kill -9 of the Erlang VM of the node that leads the queue (node 2, where it was declared,
+    and the query's connection): a new leader is elected on nodes 3/4, the query reconnects
+    there and the unacked batch comes back redelivered."""
+    n2 = cluster.nodes[0]
+
+    def kill9_leader():
+        # the queue of this test is the newest one led by node 2 (declared there)
+        cluster.kill9(n2)
+
+    failover = _read_through_a_fault(spark, cluster, unique, tmp_path, capsys, kill9_leader,
+                                     heal=lambda: cluster.restart(n2))
+    assert failover <= 30, f"{failover:.1f} s from kill -9 to the next batch"
+
+
+def test_queue_mode_stalled_node_found_by_heartbeats(spark, cluster, stall_proxy, unique,
+                                                     tmp_path, capsys):
+    """The query's node stops answering with its socket open (a proxy that stops forwarding):
+    only heartbeats (2 s here) notice, within two intervals; then the next address."""
+    n2, n3, n4 = cluster.nodes
+    proxy = stall_proxy(n2)
+    url = (f"amqp://guest:guest@127.0.0.1:{proxy.port},127.0.0.1:{cluster.ports[n3]},"
+           f"127.0.0.1:{cluster.ports[n4]}/%2F")
+    hb = 2
+
+    def stall_node2():
+        proxy.stall()
+
+    failover = _read_through_a_fault(spark, cluster, unique, tmp_path, capsys, stall_node2,
+                                     heal=proxy.heal, url=url, heartbeat=hb)
+    # detection within 2 heartbeat intervals (4 s), the reconnect back-off (0.5 s), the stalled
+    # address' connectionTimeout (3 s; shuffleAddresses=false tries it first), then a trigger
+    assert 2 * hb - 1 <= failover <= 2 * hb + 3 + 10, \
+        f"{failover:.1f} s from the stall to the next batch"
+
+
+def test_every_node_down_longer_than_failover_timeout(spark, cluster, unique, tmp_path, capsys):
+    """Every node stopped: after failoverTimeout (5 s) the query fails with one error listing
+    the three addresses; nothing was acked wrongly: the query restarted from its checkpoint
+    once the cluster is back reads every message (0 lost)."""
+    n2, n3, n4 = cluster.nodes
+    q = unique("qq-alldown")
+    declare_quorum(cluster.node_url(n2), q)
+    n = 6000
+    pub = Publisher(cluster.node_url(n4), q, n, rate=1e9, chunk=500)
+    pub.run()
+    assert pub.error is None, pub.error
+    log = BatchLog()
+    cp = str(tmp_path / "cp")
+    opts = dict(maxMessagesPerTrigger=PER_TRIGGER, failoverTimeout=5, connectionTimeout=3)
+    query = start_query(spark, cluster.url(), q, log, cp, **opts)
+    try:
+        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
+        t0 = time.monotonic()
+        for node in (n4, n3, n2):
+            cluster.stop_app(node)
+        t_down = time.monotonic()
+        wait_until(lambda: query.exception() is not None, 120, "the query to fail")
+        failed_after = time.monotonic() - t_down
+        text = str(query.exception())
+        assert "failoverTimeout 5 s" in text, text
+        for node in (n2, n3, n4):
+            assert f"127.0.0.1:{cluster.ports[node]}" in text, text
+        seen = log.distinct()
+    finally:
+        query.stop()
+    for node in (n2, n3, n4):  # the last one stopped starts first
+        cluster.start_app(node, wait=False)
+    cluster.wait_running(cluster.nodes)
+    query = start_query(spark, cluster.url(), q, log, cp, **opts)
+    try:
+        wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids after the restart", query)
+    finally:
+        query.stop()
+        delete_queue(cluster.url(), q)
+    assert set(log.ids()) == {b"%08d" % i for i in range(n)}
+    dups = log.duplicates()
+    assert dups <= MAX_DUPLICATES, dups
+    with capsys.disabled():
+        print(f"\n[cluster] every node down: the query failed {failed_after:.1f} s after the "
+              f"last stop ({time.monotonic() - t0:.0f} s in all); {seen} ids before, all {n} "
+              f"after the restart, {dups} duplicates")
+
+
+def test_classic_queue_on_a_stopped_node_waits_for_its_node(spark, cluster, unique, tmp_path,
+                                                             capsys):
+    """A classic queue lives on one node (its home). While that node is stopped the queue is
+    unavailable from every node (RabbitMQ answers a declare with 404 "home node ... is down
+    or inaccessible"): the query reads nothing, retries (it is not a missing queue, so
+    failOnDataLoss does not fail it) and goes on when the node is back; its persistent
+    messages are all there (0 lost)."""
+    n2, n3, n4 = cluster.nodes
+    q = unique("classic-failover")
+    from spark_amqp.client import connect
+
+    with connect(cluster.node_url(n2)) as conn:
+        conn.channel().queue_declare(q, durable=True)
+    n = 4000
+    pub = Publisher(cluster.node_url(n2), q, n, rate=1e9, chunk=500, persistent=True)
+    pub.run()
+    assert pub.error is None, pub.error
+    log = BatchLog()
+    url = cluster.url([n3, n4])  # the query never connects to the queue's home node
+    query = start_query(spark, url, q, log, str(tmp_path / "cp"), maxMessagesPerTrigger=500,
+                        prefetch=500, failoverTimeout=120, connectionTimeout=3)
+    try:
+        wait_until(lambda: log.distinct() >= 500, 120, "a first batch", query)
+        cluster.stop_app(n2)
+        t_stop = time.monotonic()
+        time.sleep(8)
+        seen_down = log.distinct()
+        assert seen_down < n, "the whole queue was read while its home node was down"
+        assert query.exception() is None, query.exception()
+        late = [len(ids) for t, ids in log.batches if t > t_stop + 3 and ids]
+        assert late == [], f"rows read while the queue's node was down: {late}"
+        cluster.start_app(n2)
+        t_back = time.monotonic()
+        wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids once the node is back", query)
+        resumed = log.with_rows_after(t_back) - t_back
+    finally:
+        query.stop()
+        delete_queue(cluster.node_url(n2), q)
+    assert set(log.ids()) == {b"%08d" % i for i in range(n)}
+    with capsys.disabled():
+        print(f"\n[cluster] classic queue, home node stopped 8 s: {seen_down} of {n} ids read "
+              f"before, none while down, the rest {resumed:.1f} s after start_app; "
+              f"{log.duplicates()} duplicates")
+
+
+def test_stream_mode_node_stop_exactly_once(spark, cluster, unique, tmp_path, capsys):
+    """Stream mode: the node leading the stream and serving the query stops while a publisher
+    writes through another node; the driver's probe and the executors' range reads fail over
+    (a stream has the same offsets on every replica): every message exactly once."""
+    n2, _, n4 = cluster.nodes
+    s = unique("st-failover")
+    from spark_amqp.client import connect
+
+    with connect(cluster.node_url(n2)) as conn:
+        conn.channel().queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
+    n = 12000
+    pub = Publisher(cluster.node_url(n4), s, n, rate=1500)
+    log = BatchLog()
+    query = (spark.readStream.format("amqp").option("uri", cluster.url())
+             .option("stream", s).option("startingOffsets", "earliest")
+             .option("maxMessagesPerTrigger", "1000").option("shuffleAddresses", "false")
+             .option("connectionTimeout", "3").load()
+             .writeStream.foreachBatch(log).trigger(processingTime="500 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        pub.start()
+        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
+        after = pub.confirmed + 2 * pub.chunk
+        t_stop = time.monotonic()
+        cluster.stop_app(n2)
+        t_next = wait_until(lambda: log.with_id_after(t_stop, after), 120,
+                            "a batch with messages published after the stop", query)
+        cluster.start_app(n2)
+        pub.join(120)
+        assert pub.error is None, pub.error
+        wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids", query)
+        time.sleep(1.5)
+    finally:
+        query.stop()
+        delete_queue(cluster.url(), s)
+    ids = log.ids()
+    assert sorted(ids) == [b"%08d" % i for i in range(n)], \
+        f"{len(ids)} rows, {len(set(ids))} distinct: not exactly once"
+    with capsys.disabled():
+        print(f"\n[cluster] stream mode, stop_app of node 2: next batch after "
+              f"{t_next - t_stop:.1f} s; {n} ids exactly once")
