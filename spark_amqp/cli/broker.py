@@ -110,6 +110,12 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
               tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port)
     except KeyboardInterrupt:
         pass
+    except ImportError as exc:  # the management API without the broker extra: one line
+        from ..extras import MissingExtraError
+
+        if not isinstance(exc, MissingExtraError):
+            raise
+        raise click.ClickException(str(exc)) from exc
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
         text = str(exc).strip().splitlines()
         raise click.ClickException(text[0] if text else f"cannot listen on {host}:{port}") from exc
