@@ -72,8 +72,8 @@ dropped as late. So ``--stream`` reads up to the partitions' tails in each micro
 default (``--max-per-trigger 0``); with a cap, raise ``--watermark`` accordingly.
 
 Wherever it runs, the job applies its Spark SQL settings (:data:`JOB_SQL_CONF`: 2 shuffle
-partitions, UTC, ...) unless the Spark conf already sets them; the README's "Speed of the main
-job" gives the evidence for each.
+partitions, UTC, ...) unless the Spark conf already sets them; CHANGELOG.md's "The main job's
+speed" gives the evidence for each (docs/performance.md has the current figures).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ FLIGHT_SCHEMA_DDL = (
     "minute INT, time_hour STRING, sched_dep TIMESTAMP, event STRING")
 
 #: The source's columns the query reads, as a user schema: the source then builds and sends
-#: Spark only ``body`` instead of its 20 columns (README "Speed of the main job").
+#: Spark only ``body`` instead of its 20 columns (CHANGELOG.md, "The main job's speed").
 SOURCE_SCHEMA = "body binary"
 
 #: Columns of the result (parquet and the summary), in order.
@@ -142,7 +142,7 @@ def read_spark_defaults(path: Path) -> dict[str, str]:
 #: and ``spark-submit`` alike, with or without ``--properties-file``) unless the Spark conf
 #: already sets the key (``--conf``, a properties file, ``SparkSession.builder.config``): the
 #: user's value wins. A restarted query keeps the shuffle partitions and the state store of its
-#: checkpoint (Spark records them in the offset log). Evidence for each value: the README's
+#: checkpoint (Spark records them in the offset log). Evidence for each value: CHANGELOG.md's
 #: "Speed of the main job" (``python -m spark_amqp.bench.job``).
 JOB_SQL_CONF: dict[str, str] = {
     # alert bodies format window_start/window_end with a literal 'Z' (date_format uses the
@@ -329,7 +329,7 @@ def batch_writer(output: str, uri: str, threshold: float = 60.0,
         # The batch's windows are computed once (the stateful job, which reads the batch's
         # messages) and persisted; the counts, the parquet write and the alerts read that
         # cache. (Writing the parquet first and reading it back for the counts and alerts
-        # took 1.1 s more over the 336,776 flights: README, "Speed of the main job".)
+        # took 1.1 s more over the 336,776 flights: CHANGELOG.md, "The main job's speed".)
         from pyspark.sql import functions as F
 
         windows = result_rows(batch_df).persist()

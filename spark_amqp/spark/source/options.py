@@ -105,7 +105,7 @@ DEFAULT_MAX_BYTES_PER_PARTITION = 4 * 1024 * 1024
 DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 #: RabbitMQ 3.10's default max_message_size: what a default broker lets through
 DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
-#: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
+#: below Spark's 1000 KiB "task of very large size" warning (see docs/source.md "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.
