@@ -583,8 +583,9 @@ def queue_depth(uri: str, queue: str) -> int:
 def print_summary(spark, result: JobResult, published: int, flights: int, alerts_depth: int,
                   left_in_queue: int, threshold: float, alerts_exchange: str = ALERTS_EXCHANGE,
                   alerts_queue: str = DEFAULT_ALERTS_QUEUE, out=sys.stdout,
-                  left_label: str = "messages left in the queue") -> bool:
-    """Print totals, the worst windows and the consistency checks; True if all checks hold."""
+                  left_label: str = "messages left in the queue", output_note: str = "") -> bool:
+    """Print totals, the worst windows and the consistency checks; True if all checks hold.
+    ``output_note`` follows the results folder (e.g. that a temporary one is removed at exit)."""
     from pyspark.sql import functions as F
 
     res = read_results(spark, result.output)
@@ -601,7 +602,7 @@ def print_summary(spark, result: JobResult, published: int, flights: int, alerts
       f"mean departure delay {tot['mean'] or 0:.1f} min")
     p(f"job: {result.batches} micro-batches, {result.consumed:,} messages in "
       f"{result.seconds:.1f} s ({result.consumed / max(result.seconds, 1e-9):,.0f} msg/s); "
-      f"results in {result.output}/windows")
+      f"results in {result.output}/windows{output_note}")
     p(f"alerts (mean delay > {threshold:g} min): {result.alerts:,} published to exchange "
       f"'{alerts_exchange}', {alerts_depth:,} waiting in queue '{alerts_queue}'")
     p()
@@ -695,7 +696,9 @@ def demo(args) -> int:
         ok = print_summary(spark, result, published, flights,
                            queue_depth(uri, args.alerts_queue), left,
                            args.threshold, args.alerts_exchange, args.alerts_queue,
-                           left_label=label)
+                           left_label=label,
+                           output_note=" (a temporary folder, removed at exit: --keep-output "
+                                       "keeps it)" if tmp is not None and not args.keep_output else "")
         return 0 if ok else 1
     finally:
         if spark is None and spark_future.exception() is None:  # waits for the start-up
