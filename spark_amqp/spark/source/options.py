@@ -122,7 +122,7 @@ DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 #: server-properties (spark_amqp.client.broker_limits: 16 MiB, RabbitMQ 4.x's default, when
 #: the broker does not tell)
 DEFAULT_MAX_MESSAGE_BYTES = None
-#: below Spark's 1000 KiB "task of very large size" warning (see README "Large messages")
+#: below Spark's 1000 KiB "task of very large size" warning (see docs/source.md "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 
 #: Every option the source accepts (lower-cased) -> its spelling in the docs.

@@ -1,0 +1,103 @@
+"""The docs' examples run as written: the streams page's python blocks (a stream and a super
+stream on the embedded broker, read and written through Spark), the schema page's snippet, and
+the management page's shell lines (the broker with its management API, RabbitMQ's own
+``rabbitmqadmin`` fetched from it, the API and ``/metrics`` with curl).
+
+Each test reads its blocks from the page (``section``), so an edit of the page is what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from app.test_readme import code_blocks, commands, section
+from broker_process import free_port, wait_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_streams_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
+    blocks = code_blocks(section("A runnable example", DOCS / "streams.md"), "python")
+    assert len(blocks) == 3, "the streams page's example changed: update this test"
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "__streams_example__"}
+    try:
+        exec(compile("\n".join(blocks), "docs/streams.md#a-runnable-example", "exec"), ns)
+    finally:
+        if ns.get("broker") is not None:
+            ns["broker"].stop()
+    out = capsys.readouterr().out
+    assert ns["spark"] is spark
+    assert "events read: 2000" in out, out
+    assert "offsets 1000..1999: 1000 rows" in out, out
+    # the super stream: the partition RabbitMQ's stream clients pick for each key
+    shown = re.findall(r"^\|\s*(sales-\d)\s*\|\s*(o-\d)\s*\|$", out, re.M)
+    assert sorted(shown) == [("sales-0", "o-2"), ("sales-2", "o-1"), ("sales-2", "o-3")], out
+
+
+@pytest.mark.spark
+def test_schema_snippet_selects_two_columns(spark, embedded_broker):
+    import spark_amqp
+
+    spark_amqp.register(spark)
+    blocks = code_blocks(section("Schema", DOCS / "schema.md"), "python")
+    assert len(blocks) == 1
+    ns = {"spark": spark, "uri": embedded_broker.url}
+    exec(compile(blocks[0], "docs/schema.md", "exec"), ns)
+    assert ns["flights"].isStreaming
+    assert ns["flights"].columns == ["body", "routing_key"]
+
+
+RABBITMQADMIN = next((p for p in ("/usr/bin/rabbitmqadmin", "/usr/sbin/rabbitmqadmin",
+                                  shutil.which("rabbitmqadmin")) if p and Path(p).is_file()), None)
+
+
+@pytest.mark.skipif(RABBITMQADMIN is None, reason="rabbitmqadmin is not installed (it comes with "
+                    "RabbitMQ; the broker serves the installed one at /cli/rabbitmqadmin)")
+@pytest.mark.timeout(300)
+def test_management_lines_run_as_written(tmp_path):
+    lines = [c for b in code_blocks(section("The management API, Prometheus metrics and a web page",
+                                            DOCS / "broker" / "management.md"), "sh")
+             for c in commands(b)]
+    assert lines[0] == "spark-amqp broker --port 5673 --management-port 15673 &", lines[0]
+    assert lines[-1] == "kill %1"
+    amqp, http = free_port(), free_port()
+
+    def ports(line: str) -> str:
+        return line.replace("15673", str(http)).replace("5673", str(amqp))
+
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    log_path = tmp_path / "broker.log"
+    with open(log_path, "w") as log:
+        broker = subprocess.Popen(["bash", "-c", "exec " + ports(lines[0][:-1].strip())], cwd=tmp_path,
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+    out = {}
+    try:
+        for port in (amqp, http):
+            try:
+                wait_port(port, timeout=60, proc=broker)
+            except (RuntimeError, TimeoutError) as exc:
+                raise AssertionError(f"{exc}\n{log_path.read_text()}") from None
+        for line in lines[1:-1]:
+            r = subprocess.run(["bash", "-c", ports(line)], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, f"{line}\nexit {r.returncode}\n{r.stdout}\n{r.stderr}"
+            out[line] = r.stdout
+    finally:
+        broker.terminate()  # the page's `kill %1`
+        broker.wait(30)
+    text = "\n".join(out.values())
+    assert (tmp_path / "rabbitmqadmin").read_text().startswith("#!")  # the script, not a 404
+    assert "hello" in next(v for k, v in out.items() if "get queue=orders" in k)
+    assert '"name": "orders"' in next(v for k, v in out.items() if "/api/queues/" in k)
+    assert "rabbitmq_queue_messages_ready" in text
+    assert (tmp_path / "definitions.json").is_file()
