@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "source": ("amqp source vs pika consuming loop",
                ["--messages", "20000", "--max-per-trigger", "10000", "--per-partition", "5000"]),
     "job": ("the main job's query fed by the amqp source vs Spark's file source", ["--quick"]),
+    "latency": ("publish -> foreachBatch latency on live data vs a broker-less floor",
+                ["--rates", "100", "--seconds", "2", "--warmup", "1", "--drain", "10"]),
 }
 
 # A figure compared with its baseline: "1.90x", "0.65×", "1.05-1.15x".
