@@ -67,7 +67,8 @@ from typing import Sequence
 
 from .common import BrokerProcess, local_spark
 
-__all__ = ["percentiles", "due", "stamp", "parse_stamp", "LatencyStats", "main"]
+__all__ = ["percentiles", "due", "next_send_delay", "paced_sends", "stamp", "parse_stamp",
+           "LatencyStats", "main"]
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 #: digits of the publish time at the start of each body (µs since the epoch)
@@ -112,6 +113,24 @@ def next_send_delay(rate: float, elapsed: float, sent: int, min_tick: float = MI
     """Seconds to sleep before the next send: until message ``sent`` (0-based) is due, but at
     least ``min_tick`` (messages due meanwhile go out together)."""
     return max(min_tick, sent / rate - elapsed)
+
+
+def paced_sends(rate: float, total: int, send, clock=time.monotonic,
+                sleep=time.sleep) -> tuple[int, float]:
+    """Call ``send(n)`` until ``total`` messages are sent at ``rate`` msg/s: each call sends
+    the messages due by then (:func:`due`), then sleeps until the next is due
+    (:func:`next_send_delay`). Returns ``(sent, seconds from the first call to the last)``.
+    ``clock``/``sleep`` are injectable for tests."""
+    t0 = clock()
+    sent = 0
+    while True:
+        n = due(rate, clock() - t0, total) - sent
+        if n > 0:
+            send(n)
+            sent += n
+        if sent >= total:
+            return sent, clock() - t0
+        sleep(next_send_delay(rate, clock() - t0, sent))
 
 
 def stamp(t: float, body_size: int = STAMP_DIGITS) -> bytes:
@@ -177,18 +196,11 @@ def _publisher(url: str, queue: str, rate: float, seconds: float, body_size: int
         with connect(url) as conn:
             ch = conn.channel()
             go.wait()
-            t0 = time.monotonic()
-            sent = 0
-            while sent < total:
-                elapsed = time.monotonic() - t0
-                n = due(rate, elapsed, total) - sent
-                if n > 0:
-                    ch.publish_batch([(stamp(time.time(), body_size),)] * n, routing_key=queue)
-                    sent += n
-                    if sent >= total:
-                        break
-                time.sleep(next_send_delay(rate, time.monotonic() - t0, sent))
-            elapsed = time.monotonic() - t0
+
+            def send(n: int) -> None:
+                ch.publish_batch([(stamp(time.time(), body_size),)] * n, routing_key=queue)
+
+            sent, elapsed = paced_sends(rate, total, send)
             # a round trip: everything before it has reached the broker
             ch.queue_declare(queue, passive=True)
         result.put((sent, elapsed))
