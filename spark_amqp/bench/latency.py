@@ -65,17 +65,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..cli.pacing import due, paced_sends
 from .common import BrokerProcess, local_spark
 
-__all__ = ["percentiles", "due", "next_send_delay", "paced_sends", "stamp", "parse_stamp",
-           "LatencyStats", "main"]
+__all__ = ["percentiles", "stamp", "parse_stamp", "LatencyStats", "main"]
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 #: digits of the publish time at the start of each body (µs since the epoch)
 STAMP_DIGITS = 16
-#: the publisher never sleeps less than this between two sends (seconds): at 10,000 msg/s it
-#: sends ~20 messages per wake-up instead of spinning
-MIN_TICK = 0.002
 #: the publisher must reach this share of the rate asked for the row to count as sustained
 RATE_SHARE = 0.95
 #: Spark's phases shown per contender (mean ms per micro-batch with rows)
@@ -99,38 +96,6 @@ def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 90, 99)) -> 
         rank = max(1, math.ceil(q / 100 * len(s)))
         out.append(s[rank - 1])
     return out
-
-
-def due(rate: float, elapsed: float, total: int) -> int:
-    """Messages a steady publisher at ``rate`` msg/s should have sent ``elapsed`` seconds
-    after its start (the first one at 0 s), at most ``total``."""
-    if elapsed < 0:
-        return 0
-    return min(total, int(elapsed * rate) + 1)
-
-
-def next_send_delay(rate: float, elapsed: float, sent: int, min_tick: float = MIN_TICK) -> float:
-    """Seconds to sleep before the next send: until message ``sent`` (0-based) is due, but at
-    least ``min_tick`` (messages due meanwhile go out together)."""
-    return max(min_tick, sent / rate - elapsed)
-
-
-def paced_sends(rate: float, total: int, send, clock=time.monotonic,
-                sleep=time.sleep) -> tuple[int, float]:
-    """Call ``send(n)`` until ``total`` messages are sent at ``rate`` msg/s: each call sends
-    the messages due by then (:func:`due`), then sleeps until the next is due
-    (:func:`next_send_delay`). Returns ``(sent, seconds from the first call to the last)``.
-    ``clock``/``sleep`` are injectable for tests."""
-    t0 = clock()
-    sent = 0
-    while True:
-        n = due(rate, clock() - t0, total) - sent
-        if n > 0:
-            send(n)
-            sent += n
-        if sent >= total:
-            return sent, clock() - t0
-        sleep(next_send_delay(rate, clock() - t0, sent))
 
 
 def stamp(t: float, body_size: int = STAMP_DIGITS) -> bytes:

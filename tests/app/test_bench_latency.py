@@ -1,15 +1,15 @@
-"""``python -m spark_amqp.bench.latency``: its pure parts (percentiles, the publisher's pacing,
-the time stamp in the body, the sustained verdict, the options), without Spark or a broker.
-The benchmark's run itself is measured, not tested (a run takes minutes)."""
+"""``python -m spark_amqp.bench.latency``: its pure parts (percentiles, the time stamp in the
+body, the sustained verdict, the table, the options), without Spark or a broker; its publisher's
+pacing is tested in test_pacing.py. The benchmark's run itself is measured, not tested (a run
+takes minutes)."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, strategies as st
 
-from spark_amqp.bench.latency import (RATE_SHARE, STAMP_DIGITS, LatencyStats, due,
-                                      next_send_delay, paced_sends, parse_args, parse_stamp,
-                                      percentiles, row_text, stamp)
+from spark_amqp.bench.latency import (RATE_SHARE, STAMP_DIGITS, LatencyStats, parse_args,
+                                      parse_stamp, percentiles, row_text, stamp)
 
 
 def test_percentiles_nearest_rank():
@@ -34,54 +34,6 @@ def test_percentile_is_a_value_with_q_percent_at_or_below(values, q):
     assert p in values
     assert sum(v <= p for v in values) >= q / 100 * len(values)
     assert sum(v < p for v in values) < max(1, q / 100 * len(values))
-
-
-def test_due_counts_the_first_message_at_zero_and_caps_at_total():
-    assert due(100, -0.1, 50) == 0
-    assert due(100, 0.0, 50) == 1
-    assert due(100, 0.0099, 50) == 1
-    assert due(100, 0.0101, 50) == 2
-    assert due(100, 10.0, 50) == 50
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-    def sleep(self, s):
-        assert s > 0
-        self.t += s
-
-
-@pytest.mark.parametrize("rate", [100, 1000, 10_000, 37])
-def test_paced_sends_keep_the_rate_and_send_each_message_on_time(rate):
-    clock = FakeClock()
-    sends = []                                 # (time, n)
-    total = rate * 3
-    sent, seconds = paced_sends(rate, total, lambda n: sends.append((clock.t, n)), clock,
-                                clock.sleep)
-    assert sent == total == sum(n for _, n in sends)
-    # the last message is due at (total - 1) / rate: the run lasts that long, not more
-    assert (total - 1) / rate <= seconds < (total - 1) / rate + 2 * 0.002 + 1e-9
-    i = 0
-    for t, n in sends:
-        for k in range(i, i + n):              # message k goes out at or after its due time,
-            assert k / rate <= t + 1e-9       # and at most one tick late
-            assert t < k / rate + 0.002 + 1e-6
-        i += n
-    if rate <= 100:                            # slower than the tick: one message per send
-        assert all(n == 1 for _, n in sends)
-    else:                                      # faster: batches, not one wake-up per message
-        assert len(sends) <= seconds / 0.002 + 2
-
-
-def test_next_send_delay_never_spins():
-    assert next_send_delay(10_000, 1.0, 10_001) == pytest.approx(0.002)
-    assert next_send_delay(10, 1.0, 11) == pytest.approx(0.1)
-    assert next_send_delay(10, 5.0, 11) == 0.002     # behind: send at the next tick
 
 
 @given(st.floats(1.0e9, 4.0e9), st.integers(STAMP_DIGITS, 300))
