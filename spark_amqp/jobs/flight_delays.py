@@ -429,10 +429,12 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
             if stop.is_set():
                 log.info("interrupted: stopping the query after the running micro-batch "
                          "(messages not yet acknowledged go back to the queue)")
-                deadline = time.monotonic() + 120  # let the running batch finish, if it can
-                while (query.isActive and query.status.get("isTriggerActive")
-                       and time.monotonic() < deadline):
-                    time.sleep(0.2)
+            # let the running batch finish, if it can: the last windows were seen in the
+            # parquet output while that batch still publishes their alerts
+            deadline = time.monotonic() + 120
+            while (query.isActive and query.status.get("isTriggerActive")
+                   and time.monotonic() < deadline):
+                time.sleep(0.02)
     finally:
         if query.isActive:
             query.stop()
@@ -677,8 +679,20 @@ class LivePublisher:
                                         daemon=True)
 
     def start(self, query=None) -> None:
-        """Start publishing (``query``: ignored; :func:`run_job`'s ``on_started`` hook)."""
+        """Start the thread (:func:`run_job`'s ``on_started`` hook). With ``query`` (a
+        ``StreamingQuery``), it publishes once the query's first trigger has run (status
+        "Waiting for data to arrive": the source is connected), so that the publishing and the
+        micro-batches overlap however long Spark takes to start the query."""
+        self._query = query
         self._thread.start()
+
+    def _wait_for_query(self, timeout: float = 300.0) -> None:
+        q = getattr(self, "_query", None)
+        deadline = time.monotonic() + timeout
+        while q is not None and time.monotonic() < deadline:
+            if not q.isActive or q.status.get("message") == "Waiting for data to arrive":
+                return
+            time.sleep(0.05)
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -702,6 +716,7 @@ class LivePublisher:
                     for m in messages)
             with connect(self.uri) as conn:
                 ch = conn.channel()
+                self._wait_for_query()
                 self.started_at = time.time()
                 log.info("live: publishing %s flights + end-of-stream marker at %s msg/s while "
                          "the query runs", f"{len(self.df):,}", f"{self.rate:,.0f}")
