@@ -461,6 +461,29 @@ class StreamLog:
             i += 1
         return start, out
 
+    def read_chunks(self, offset: int, credit: int) -> tuple[int, list]:
+        """Whole chunks from the one holding ``offset`` (its messages below ``offset``
+        dropped) while fewer than ``credit`` messages were taken: (offset of the first
+        returned message, [(enc, props_raw, body), ...]). At least ``credit`` messages when
+        the log has them, possibly more (the rest of the last chunk taken): RabbitMQ 3.10.8
+        delivers a stream to an AMQP 0-9-1 consumer a chunk at a time while its credit is
+        above 0 (``rabbit_stream_queue:stream_entries/4``). An offset below ``first`` reads
+        from ``first``; nothing (``[]``) at or after ``next`` or when ``credit`` <= 0."""
+        if offset < self.first:
+            offset = self.first
+        if offset >= self.next or credit <= 0:
+            return offset, []
+        out: list = []
+        start = offset
+        i = self.chunk_index(offset)
+        n = len(self.c_first)
+        while i < n and len(out) < credit:
+            cfirst, entries = self.read_chunk(i)
+            out.extend(entries[offset - cfirst:] if offset > cfirst else entries)
+            offset = cfirst + len(entries)
+            i += 1
+        return start, out
+
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:
         for s in self.segments:

@@ -309,7 +309,14 @@ class StreamQueue(Queue):
                                 f"an interval like '1h' / '7D'", cid, mid) from None
 
     def dispatch(self) -> None:
-        """Deliver to every consumer that has credit, from its own position."""
+        """Deliver to every consumer that has credit, from its own position, whole chunks at
+        a time, as RabbitMQ 3.10.8 does (``rabbit_stream_queue:stream_entries/4``): while the
+        consumer's credit (prefetch minus unacked deliveries) is above 0 the next chunk is
+        delivered whole, from the consumer's offset to the chunk's end, and the credit may
+        go below 0. So a consumer with prefetch 1 gets the whole chunk its offset is in and,
+        until it acks, nothing more, however much is written after it: a reader that does
+        not ack learns where the log ended when it started (the driver's tail probe,
+        spark/source/stream_probe.py, relies on it)."""
         log = self.log
         if log.pending:
             self.seal()
@@ -330,7 +337,7 @@ class StreamQueue(Queue):
                 # is written (and its flow control seen) between them
                 credit = DISPATCH_MAX
                 more = True
-            start, entries = log.read(pos, credit)
+            start, entries = log.read_chunks(pos, credit)
             if not entries:
                 continue
             c.stream_pos = start + len(entries)

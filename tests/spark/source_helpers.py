@@ -314,3 +314,97 @@ def broker_variants_at_once(request, test_name: str, scenario):
         yield futures
     finally:
         pool.shutdown(wait=True)
+
+
+class PhasedPublisher:
+    """A publisher thread that writes to ``queue`` (default exchange, publisher confirms,
+    the project's client) in phases, DURING a query (issue 26's live tests).
+
+    ``phases``: ``[(name, rate)]`` or ``[(name, rate, cap)]``, rate in messages/s, None = as
+    fast as the broker confirms (batches of 500); ``cap``: at most this many messages in the
+    phase (then it waits for ``phase_done`` without publishing; a bound on a test's volume). Bodies are ``body(phase name, sequence number)``, by default
+    ``b"<phase name>:<sequence number>"`` (one sequence over all phases, from ``first``). A
+    phase lasts at least ``min_seconds`` and until ``phase_done(name)`` is true (say: the
+    query's sink got rows of this phase in 2 batches), at most ``max_seconds[i]`` (then
+    :attr:`failures` says so and the next phase starts). After the last phase (or
+    :meth:`stop`) the thread ends; :attr:`sent` is then the number of messages published and
+    confirmed (sequence numbers ``first`` to ``first + sent - 1``; the phase of each in
+    :attr:`phase_of`), :attr:`error` the exception that ended it early, if any.
+    ``span[name]``: (start, end) of each phase in ``time.monotonic()``."""
+
+    def __init__(self, url: str, queue: str, phases, phase_done, min_seconds: float = 2.0,
+                 max_seconds=(180.0, 90.0, 90.0), body=None, first: int = 0):
+        self.url, self.queue, self.phases = url, queue, list(phases)
+        self.body = body or (lambda phase, i: b"%s:%d" % (phase.encode(), i))
+        self.first = first
+        self.stopping = threading.Event()
+        self.phase_done, self.min_seconds = phase_done, min_seconds
+        self.max_seconds = list(max_seconds)
+        self.sent = 0
+        self.phase_of: list[str] = []
+        self.span: dict[str, tuple[float, float]] = {}
+        self.failures: list[str] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="phased-publisher", daemon=True)
+
+    def start(self) -> "PhasedPublisher":
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float = 600.0) -> None:
+        """End the current phase now (the last publish is confirmed) and :meth:`join`."""
+        self.stopping.set()
+        self.join(timeout)
+
+    def join(self, timeout: float = 600.0) -> None:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise AssertionError(f"the publisher did not finish in {timeout}s")
+        if self.error is not None:
+            raise AssertionError(f"the publisher failed: {self.error!r}") from self.error
+
+    def _publish(self, ch, name: str, n: int) -> None:
+        first = self.first + self.sent
+        body = self.body
+        ch.publish_batch([(body(name, i), "", self.queue) for i in range(first, first + n)])
+        ch.wait_for_confirms(timeout=120)
+        self.phase_of.extend([name] * n)
+        self.sent += n
+
+    def _run(self) -> None:
+        from spark_amqp.client import connect
+
+        try:
+            with connect(self.url) as conn:
+                ch = conn.channel()
+                ch.confirm_select()
+                for i, (name, rate, *cap) in enumerate(self.phases):
+                    cap = cap[0] if cap else None
+                    t0 = time.monotonic()
+                    n0 = self.sent
+                    limit = self.max_seconds[min(i, len(self.max_seconds) - 1)]
+                    while not self.stopping.is_set():
+                        now = time.monotonic()
+                        if now - t0 >= self.min_seconds and self.phase_done(name):
+                            break
+                        if now - t0 > limit:
+                            self.failures.append(f"phase {name!r} ({rate or 'max'} msg/s): "
+                                                 f"not done after {limit:.0f}s of publishing")
+                            break
+                        if cap is not None and self.sent - n0 >= cap:
+                            time.sleep(0.01)
+                            continue
+                        if rate is None:
+                            self._publish(ch, name, 500)
+                            continue
+                        due = int((now - t0) * rate) + 1 - (self.sent - n0)
+                        if cap is not None:
+                            due = min(due, cap - (self.sent - n0))
+                        if due > 0:
+                            self._publish(ch, name, due)
+                        time.sleep(min(0.01, 1.0 / rate))
+                    self.span[name] = (t0, time.monotonic())
+                    if self.stopping.is_set():
+                        break
+        except BaseException as e:  # noqa: BLE001 - reported by join()
+            self.error = e

@@ -70,3 +70,31 @@ def start_stream_runner(*args: str, log_path):
     return subprocess.Popen([sys.executable, str(HERE / "stream_query_runner.py"), *args],
                             stdout=logf, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True, cwd=str(ROOT))
+
+
+def pika_read_all(url: str, stream: str, quiet: float = 2.0, timeout: float = 60.0) -> list:
+    """Every message of ``stream`` read with pika from its first offset until nothing arrives
+    for ``quiet`` seconds: ``[(offset, body)]`` (an independent view of a stream whose end
+    is not known; use it once nothing writes to the stream any more)."""
+    import time
+
+    out = []
+
+    def on_message(ch, m, p, b):
+        out.append((int(p.headers["x-stream-offset"]), b))
+        ch.basic_ack(m.delivery_tag)
+
+    with pika_conn(url) as c:
+        ch = c.channel()
+        ch.basic_qos(prefetch_count=1000)
+        ch.basic_consume(stream, on_message, arguments={"x-stream-offset": "first"})
+        deadline = time.monotonic() + timeout
+        last_n, last_t = -1, time.monotonic()
+        while time.monotonic() - last_t < quiet:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pika read of all of {stream} still receiving after "
+                                     f"{timeout}s ({len(out)} messages)")
+            c.process_data_events(0.1)
+            if len(out) != last_n:
+                last_n, last_t = len(out), time.monotonic()
+    return out

@@ -14,7 +14,7 @@ from spark_amqp.spark.source.stream_options import is_stream_mode, parse_stream_
 from spark_amqp.spark.source.stream_reader import (AmqpStreamBatchReader, AmqpStreamSourceReader,
                                             StreamRangePartition)
 
-from source_helpers import delete, publish
+from source_helpers import delete, publish, wait_until
 from stream_helpers import declare_stream, pika_read
 
 
@@ -127,18 +127,18 @@ class FakeProbe:
     """Tails/first offsets from dicts; counts probes."""
 
     def __init__(self, tails, firsts=None):
-        self.tails, self.firsts, self.calls = tails, firsts or {}, 0
+        self.tail_of, self.first_of, self.calls = tails, firsts or {}, 0
         self.bytes_received = 0
 
     def check_exists(self, s):
         pass
 
-    def tail(self, s, wait, gap):
+    def tails(self, streams, wait):
         self.calls += 1
-        return self.tails.get(s)
+        return {s: self.tail_of.get(s) for s in streams}
 
-    def first(self, s, wait):
-        return self.firsts.get(s, 0)
+    def firsts(self, streams, wait):
+        return {s: self.first_of.get(s, 0) for s in streams}
 
     def at_timestamp(self, s, ms, wait):
         return 3
@@ -160,10 +160,10 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
     assert r.reportLatestOffset() == {"streams": {"a": 50}}
     end = r.latestOffset({"streams": {"a": 20, "b": 0}}, ReadAllAvailable())
     assert end == {"streams": {"a": 50, "b": 0}}
-    probe.tails["a"] = 70
+    probe.tail_of["a"] = 70
     r._next_probe = 0
     r.prepareForTriggerAvailableNow()
-    probe.tails["a"] = 90                      # after the snapshot: not in this run
+    probe.tail_of["a"] = 90                      # after the snapshot: not in this run
     assert r.latestOffset(end, ReadAllAvailable()) == {"streams": {"a": 70, "b": 0}}
 
 
@@ -193,7 +193,7 @@ def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, fille
 
     p = StreamProbe(broker_url)
     try:
-        assert p.tail(filled_stream, 3.0, 0.25) == 1000
+        assert p.tail(filled_stream, 3.0) == 1000
         assert p.first(filled_stream, 3.0) == 0
         assert p.at_timestamp(filled_stream, 0, 3.0) == 0
         assert p.at_timestamp(filled_stream, 4102444800000, 0.5) is None   # year 2100
@@ -202,6 +202,72 @@ def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, fille
         assert p.bytes_received < 1000 * 60      # not the whole stream (one chunk per probe)
     finally:
         p.close()
+
+
+def test_probe_finds_a_live_tail_in_bounded_time_never_past_it(broker_url, unique):
+    """Issue 26: while a publisher writes as fast as the broker confirms, every tail probe
+    returns (the old probe chased the tail: it returned only after a 50 ms silence, or
+    never), with a tail between what was confirmed before it began and what was published
+    when it ended (an offset seen, never guessed), and without reading the stream through
+    the driver; once the publisher stops, the probe finds the exact end. Probing several
+    streams at once gives each its own tail."""
+    import threading
+    import time
+
+    from spark_amqp.client import connect
+    from spark_amqp.spark.source.stream_probe import StreamProbe
+
+    s, empty = unique("st-live"), unique("st-empty")
+    declare_stream(broker_url, s)
+    declare_stream(broker_url, empty)
+    counts = {"confirmed": 0, "published": 0}
+    stop = threading.Event()
+
+    def publisher():
+        with connect(broker_url) as conn:
+            ch = conn.channel()
+            ch.confirm_select()
+            while not stop.is_set():
+                counts["published"] += 50
+                ch.publish_batch([(b"x" * 100, "", s)] * 50)
+                ch.wait_for_confirms(timeout=60)
+                counts["confirmed"] += 50
+
+    th = threading.Thread(target=publisher, daemon=True)
+    th.start()
+    p = StreamProbe(broker_url)
+    tails = []
+    try:
+        wait_until(lambda: counts["confirmed"] >= 500, 30, what="the publisher to start")
+        for i in range(20):
+            before = counts["confirmed"]
+            t0 = time.monotonic()
+            # once with an empty stream too (which takes the whole wait)
+            got = p.tails([s, empty], 1.0) if i == 0 else p.tails([s], 3.0)
+            took = time.monotonic() - t0
+            after = counts["published"]
+            assert got.get(empty) is None
+            assert before <= got[s] <= after, (before, got, after)
+            assert took < 10, f"a probe took {took:.1f}s on a live stream"
+            tails.append(got[s])
+        assert tails == sorted(tails) and tails[-1] > tails[0]    # it follows the stream
+        assert p.bytes_received < counts["published"] * 100 / 4  # not the stream's data
+        # an executor's range read on the live stream stops at the range's end
+        from spark_amqp.spark.source.stream_consumer import read_range
+
+        o = parse_stream_options({"stream": s, "uri": broker_url, "prefetch": "100"})
+        end = min(tails[-1], tails[0] + 3000)
+        got = [x for b in read_range(o, s, tails[0] - 7, end)
+               for x in b.column("offset").to_pylist()]
+        assert got == list(range(tails[0] - 7, end))
+    finally:
+        stop.set()
+        th.join(60)
+        try:
+            assert p.tail(s, 3.0) == counts["confirmed"]           # the exact end, at rest
+        finally:
+            p.close()
+            delete(broker_url, s, empty)
 
 
 def test_probe_refuses_a_classic_queue(broker_url, unique):
@@ -214,7 +280,7 @@ def test_probe_refuses_a_classic_queue(broker_url, unique):
     p = StreamProbe(broker_url)
     try:
         with pytest.raises(NotAStream, match="not a stream queue.*'queue'"):
-            p.tail(q, 3.0, 0.05)
+            p.tail(q, 3.0)
     finally:
         p.close()
         from source_helpers import message_count
@@ -261,7 +327,7 @@ def truncated_stream(broker_url, unique):
     p = StreamProbe(broker_url)
     try:
         first = p.first(s, 3.0)
-        tail = p.tail(s, 3.0, 0.25)
+        tail = p.tail(s, 3.0)
     finally:
         p.close()
     if not first:

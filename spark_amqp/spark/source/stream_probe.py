@@ -5,22 +5,27 @@ rabbitmq-streams-over-0-9-1.md, "Consuming"); one learns them by consuming. A pr
 channel, sets ``basic.qos(1)`` (a stream consumer must have a prefetch), consumes in raw mode
 (nothing is decoded but the one or two deliveries looked at) with ``x-stream-offset``:
 
-* ``"last"``: RabbitMQ delivers the whole last chunk (RabbitMQ sends a chunk at a time, the
-  prefetch only decides whether the next chunk is sent: seen on 3.10.8, a prefetch of 1 gets
-  all of a 147-message chunk), then nothing more, because the credit is used up. The offset
-  of the burst's last delivery + 1 is the tail. The burst is over when nothing arrives for
-  ``gap`` seconds (RabbitMQ wrote a 147-message chunk within 0.3 ms here); ending early only
-  underestimates the tail, which is safe (the next probe finds the rest). The probe acks what
-  it got before each wait, for brokers that count the prefetch per message (the embedded
-  broker delivers a chunk a prefetch window at a time); on RabbitMQ the ack finds no further
-  chunk, so it changes nothing.
+* ``"last"``: the broker delivers the whole last chunk as it was when the consume arrived,
+  then nothing more: a stream consumer's prefetch is credit, and RabbitMQ 3.10.8 delivers
+  whole chunks while the credit is above 0 (``rabbit_stream_queue:stream_entries/4``; seen
+  here: a prefetch of 1 gets all of a 147-message chunk); the embedded broker does the same
+  (``broker/stream_queue.py``). The probe never acks, so however fast the stream is written
+  it is not chased: what a probe sees is bounded by one chunk. To know that the chunk is all
+  there without waiting for a silence, the probe sends ``basic.qos`` on the same channel once
+  the first delivery is in: the broker sent the chunk's deliveries before handling it (one
+  channel's frames are written in order), so when ``qos-ok`` is back every delivery of the
+  chunk has been read. The offset of the last delivery + 1 is the tail: an offset the probe
+  saw, never one it guessed; the tail of a live stream is found in two round trips, and what
+  was written meanwhile is left to the next probe (an underestimate is safe).
 * ``"first"``: the first delivery is the first retained offset.
 * an AMQP timestamp (seconds): the first delivery is the first offset of the chunk with that
   time (or the first chunk; nothing when the time is after the log's end).
 
 So the driver receives one chunk per probe, never the stream's data as such
 (:attr:`StreamProbe.bytes_received` counts it). A stream with no message delivers nothing:
-``wait`` seconds without a delivery mean "empty" (None). The channel is closed after each probe
+``wait`` seconds without a delivery mean "empty" (None). :meth:`StreamProbe.tails` probes
+several streams (a super stream's partitions) at once, each on its own channel: a probe
+round takes the longest probe's time, not their sum. The channel is closed after each probe
 (``channel.close`` cancels the consumer and forgets its unacked deliveries; acks on a stream
 only give credit back).
 
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import time
 from typing import Any
 
 __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
@@ -41,8 +47,6 @@ __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
 
 log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
-#: basic.qos of a tail probe (see StreamProbe._burst)
-TAIL_PREFETCH = 256
 #: seconds a synchronous method may wait for its reply (see consumer.RPC_TIMEOUT)
 RPC_TIMEOUT = 60.0
 
@@ -133,71 +137,103 @@ class StreamProbe:
         except Exception:  # noqa: BLE001
             pass
 
-    def _burst(self, stream: str, spec: Any, wait: float, gap: float | None):
-        """Consume ``stream`` from ``spec``: (first offset, last offset) of the first delivery
-        (gap None) or of the burst, or None when nothing came within ``wait`` s."""
+    def _open(self, stream: str, spec: Any):
+        """A channel consuming ``stream`` from ``spec`` with prefetch 1, in raw mode."""
         from spark_amqp.protocol.errors import PreconditionFailed
 
         ch = self._connection().channel()
         try:
             ch.set_raw_deliveries()
-            # a tail probe acks as it goes: a broker that counts the prefetch per message
-            # (the embedded one) sends the rest of the last chunk; RabbitMQ has sent it all
-            ch.basic_qos(1 if gap is None else TAIL_PREFETCH)
+            ch.basic_qos(1)
             try:
                 ch.basic_consume(stream, arguments={"x-stream-offset": spec})
             except PreconditionFailed as e:
                 if "x-stream-offset" in (e.reply_text or ""):
                     raise NotAStream(_not_a_stream(stream, e.reply_text)) from e
                 raise
-            items = ch.drain(None, wait)
-            if not items:
-                return None
-            first_item = items[0]
-            last_item = items[-1]
-            first = stream_offset_of(first_item)
-            if first is None:  # not a stream: give the messages back before anything else
-                try:
-                    ch.basic_nack(_last_tag(last_item), multiple=True, requeue=True)
-                except Exception:  # noqa: BLE001
-                    pass
-                raise NotAStream(_not_a_stream(stream, "its deliveries carry no "
-                                                       "x-stream-offset header"))
-            if gap is not None:
-                while True:
-                    ch.basic_ack(_last_tag(last_item), multiple=True)
-                    more = ch.drain(None, gap)
-                    if not more:
-                        break
-                    last_item = more[-1]
-            last = stream_offset_of(last_item, last=True)
-            if last is None:
-                raise NotAStream(_not_a_stream(stream, "a delivery carries no "
-                                                       "x-stream-offset header"))
-            return first, last
-        finally:
+        except BaseException:
+            _close_quietly(ch)
+            raise
+        return ch
+
+    @staticmethod
+    def _collect(ch, stream: str, deadline: float, whole_chunk: bool):
+        """(first offset, last offset) of what ``ch`` delivers, or None when nothing came by
+        ``deadline`` (``time.monotonic()``). ``whole_chunk``: fence with ``basic.qos`` after
+        the first delivery and take everything delivered before its reply (see module doc);
+        otherwise the first delivery only."""
+        items = ch.drain(None, max(0.0, deadline - time.monotonic()))
+        if not items:
+            return None
+        first = stream_offset_of(items[0])
+        if first is None:  # not a stream: give the messages back before anything else
             try:
-                ch.close()
+                ch.basic_nack(_last_tag(items[-1]), multiple=True, requeue=True)
             except Exception:  # noqa: BLE001
                 pass
+            raise NotAStream(_not_a_stream(stream, "its deliveries carry no "
+                                                   "x-stream-offset header"))
+        if whole_chunk:
+            ch.basic_qos(1)            # the fence: the chunk's deliveries came before qos-ok
+            items += ch.drain(None, 0)
+        last = stream_offset_of(items[-1], last=True)
+        if last is None:
+            raise NotAStream(_not_a_stream(stream, "a delivery carries no "
+                                                   "x-stream-offset header"))
+        return first, last
 
-    def tail(self, stream: str, wait: float = 0.5, gap: float = 0.05) -> int | None:
-        """The next offset after the stream's last one (last offset + 1), or None when the
+    def _probe(self, streams, spec: Any, wait: float, whole_chunk: bool) -> dict:
+        """``{stream: (first, last) or None}``: every stream consumed from ``spec`` on its own
+        channel at once, each given ``wait`` seconds from the last consume for a first
+        delivery. Channels are closed (consumers cancelled, nothing acked) before returning."""
+        chans = []
+        try:
+            for s in streams:
+                chans.append((s, self._open(s, spec)))
+            deadline = time.monotonic() + wait
+            return {s: self._collect(ch, s, deadline, whole_chunk) for s, ch in chans}
+        finally:
+            for _, ch in chans:
+                _close_quietly(ch)
+
+    def tails(self, streams, wait: float = 0.5) -> dict[str, int | None]:
+        """``{stream: next offset after its last one (last offset + 1)}`` for each of
+        ``streams`` (probed at once), None for a stream that delivered nothing within
+        ``wait`` seconds (empty). Each is the end of the last chunk that existed when its
+        consume arrived (an offset seen, never guessed); written later is found later. Takes
+        about ``wait`` at most for empty streams, two round trips otherwise, whatever the
+        publish rate."""
+        r = self._probe(list(streams), "last", wait, True)
+        return {s: None if v is None else v[1] + 1 for s, v in r.items()}
+
+    def tail(self, stream: str, wait: float = 0.5) -> int | None:
+        """The next offset after the stream's last one (see :meth:`tails`), or None when the
         stream delivered nothing within ``wait`` seconds (empty)."""
-        r = self._burst(stream, "last", wait, gap)
-        return None if r is None else r[1] + 1
+        return self.tails([stream], wait)[stream]
+
+    def firsts(self, streams, wait: float = 0.5) -> dict[str, int | None]:
+        """``{stream: first retained offset}`` for each of ``streams`` (probed at once), None
+        for a stream that delivered nothing within ``wait`` seconds (empty)."""
+        r = self._probe(list(streams), "first", wait, False)
+        return {s: None if v is None else v[0] for s, v in r.items()}
 
     def first(self, stream: str, wait: float = 0.5) -> int | None:
         """The first retained offset, or None when the stream is empty."""
-        r = self._burst(stream, "first", wait, None)
-        return None if r is None else r[0]
+        return self.firsts([stream], wait)[stream]
 
     def at_timestamp(self, stream: str, ms: int, wait: float = 0.5) -> int | None:
         """The first offset of the chunk RabbitMQ picks for time ``ms`` (ms since the epoch,
         taken to whole seconds: an AMQP timestamp), or None when nothing is at or after it."""
         t = _dt.datetime.fromtimestamp(ms // 1000, tz=_dt.timezone.utc)
-        r = self._burst(stream, t, wait, None)
+        r = self._probe([stream], t, wait, False)[stream]
         return None if r is None else r[0]
+
+
+def _close_quietly(ch) -> None:
+    try:
+        ch.close()
+    except Exception:  # noqa: BLE001 - closing a probe channel is best effort
+        pass
 
 
 def super_stream_partitions(probe: StreamProbe, name: str, limit: int = 10_000) -> list[str]:

@@ -51,8 +51,6 @@ log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 #: seconds a probe waits for the first delivery before taking a stream as empty: short on a
 #: trigger (a miss only delays), longer where the answer is kept (start, AvailableNow, batch)
 TRIGGER_WAIT, EXACT_WAIT = 0.5, 3.0
-#: seconds without a delivery that end a "last" chunk's burst (see stream_probe)
-TRIGGER_GAP, EXACT_GAP = 0.05, 0.25
 #: after a probe that found nothing new, the next probe of a trigger waits this long (Spark
 #: polls an idle query every 10 ms)
 IDLE_PROBE_INTERVAL = 0.25
@@ -107,15 +105,18 @@ class _Planner:
         return self._streams
 
     def tail(self, stream: str, exact: bool) -> int | None:
-        p = self.probe()
-        return p.tail(stream, EXACT_WAIT if exact else TRIGGER_WAIT,
-                      EXACT_GAP if exact else TRIGGER_GAP)
+        return self.tails((stream,), exact)[stream]
+
+    def tails(self, streams, exact: bool) -> dict[str, int | None]:
+        """The tails of ``streams``, probed at once (see stream_probe.StreamProbe.tails)."""
+        return self.probe().tails(streams, EXACT_WAIT if exact else TRIGGER_WAIT)
 
     def resolve(self, spec: Any, default: str, what: str) -> dict[str, int]:
         """Offsets per stream for a ``startingOffsets``/``endingOffsets`` spec (None = the
         mode's ``default``), with ``startingTimestamp`` when ``what`` is "start"."""
         o = self.options
-        out = {}
+        out: dict[str, int] = {}
+        earliest, latest = [], []
         for s in self.streams():
             if what == "start" and o.starting_timestamp_ms is not None and spec is None:
                 off = self.probe().at_timestamp(s, o.starting_timestamp_ms, EXACT_WAIT)
@@ -125,13 +126,16 @@ class _Planner:
             if isinstance(v, dict):
                 v = v[s]
             if v in ("earliest", EARLIEST):
-                first = self.probe().first(s, EXACT_WAIT)
-                out[s] = first if first is not None else 0
+                earliest.append(s)
             elif v in ("latest", LATEST):
-                out[s] = self.tail(s, True) or 0
+                latest.append(s)
             else:
                 out[s] = int(v)
-        return out
+        if earliest:   # the streams of one kind probed at once (a super stream's partitions)
+            out.update((s, f or 0) for s, f in self.probe().firsts(earliest, EXACT_WAIT).items())
+        if latest:
+            out.update((s, t or 0) for s, t in self.tails(latest, True).items())
+        return {s: out[s] for s in self.streams()}
 
     def close(self) -> None:
         p, self._probe = self._probe, None
@@ -191,10 +195,8 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Snapshot every stream's tail: this run plans nothing beyond it."""
-        self._targets = {}
-        for s in self._planner.streams():
-            t = self._planner.tail(s, True)
-            self._targets[s] = t if t is not None else 0
+        tails = self._planner.tails(self._planner.streams(), True)
+        self._targets = {s: t if t is not None else 0 for s, t in tails.items()}
         self._tails.update(self._targets)
         log.info("amqp stream source: Trigger.AvailableNow reads up to %s", self._targets)
 
@@ -203,22 +205,23 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if self._targets is not None or now < self._next_probe:
             return
         changed = False
-        for s in self._planner.streams():
-            try:
-                t = self._planner.tail(s, False)
-            except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
-                from spark_amqp.protocol.errors import AMQPError
+        streams = self._planner.streams()
+        try:
+            tails = self._planner.tails(streams, False)
+        except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
+            from spark_amqp.protocol.errors import AMQPError
 
-                from .stream_probe import NotAStream
+            from .stream_probe import NotAStream
 
-                if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
-                    raise
-                log.warning("amqp stream source: probing %s failed (%s); planning with the "
-                            "tails known so far, reconnecting at the next probe", s, e)
-                self._planner.close()
-                self._next_probe = now + IDLE_PROBE_INTERVAL
-                return
-            self._stats["probes"] += 1
+            if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
+                raise
+            log.warning("amqp stream source: probing %s failed (%s); planning with the "
+                        "tails known so far, reconnecting at the next probe", streams, e)
+            self._planner.close()
+            self._next_probe = now + IDLE_PROBE_INTERVAL
+            return
+        self._stats["probes"] += len(tails)
+        for s, t in tails.items():
             if t is not None and t > self._tails.get(s, -1):
                 self._tails[s] = t
                 changed = True
@@ -231,9 +234,10 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         st = StreamOffset.from_dict(start).as_map() if start is not None else None
         if st is None:
             st = StreamOffset.from_dict(self.initialOffset()).as_map()
-        for s in self._planner.streams():
-            if s not in st:  # a stream the checkpoint does not know: from its first offset
-                st[s] = self._planner.probe().first(s, EXACT_WAIT) or 0
+        unknown = [s for s in self._planner.streams() if s not in st]
+        if unknown:  # streams the checkpoint does not know: from their first offsets
+            st.update((s, f or 0) for s, f in
+                      self._planner.probe().firsts(unknown, EXACT_WAIT).items())
         max_rows = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)

@@ -354,6 +354,27 @@ def test_prefetch_is_credit_acks_give_it_back(amqp):
     assert not any(m.redelivered for m in col.messages)
 
 
+def test_prefetch_one_gets_a_whole_chunk_then_nothing_until_acked(amqp):
+    """RabbitMQ 3.10.8 delivers whole chunks while a consumer's credit is above 0
+    (``rabbit_stream_queue:stream_entries/4``: the credit may go below 0): a prefetch of 1
+    gets all of the last chunk, and nothing written after it until an ack gives credit back.
+    (The source's tail probe relies on it to find a live stream's tail in bounded time.)"""
+    ch = amqp.channel()
+    q = _stream(amqp, ch)
+    for i in range(50):                 # without waiting: they share chunks
+        ch.basic_publish("", q, b"m%d" % i)
+    ch.confirm_delivery()               # a round trip: everything before it is stored
+    c, cch, col, _ = _consume(amqp, q, "last", prefetch=1)
+    col.wait(1)
+    got = _offsets(col.settle())
+    assert got and got[-1] == 49 and got == list(range(got[0], 50))
+    _publish(ch, q, 5, start=50)        # confirmed one by one: a chunk each
+    assert _offsets(col.settle()) == got            # no credit: the live tail is not chased
+    cch.basic_ack(0, multiple=True)     # len(got) credits back: credit 1 again, one chunk
+    col.wait(len(got) + 1)
+    assert _offsets(col.settle()) == got + [50]
+
+
 def test_recover_with_unacked_stream_deliveries_541(amqp):
     """RabbitMQ 3.10.8 crashes on it (541); with nothing unacked basic.recover is fine."""
     _, q = _setup(amqp, 2)
