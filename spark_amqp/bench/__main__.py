@@ -45,6 +45,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "job": ("the main job's query fed by the amqp source vs Spark's file source", ["--quick"]),
     "failover": ("failover and throughput through a three-node RabbitMQ cluster (as root)",
                  ["--quick"]),
+    "latency": ("publish -> foreachBatch latency on live data vs a broker-less floor",
+                ["--rates", "100", "--seconds", "2", "--warmup", "1", "--drain", "10"]),
 }
 
 # A figure compared with its baseline: "1.90x", "0.65×", "1.05-1.15x".

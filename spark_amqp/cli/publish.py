@@ -82,20 +82,25 @@ def line_messages(stream: TextIO, routing_key: str, as_json: bool,
 
 def run_flights_publish(channel, exchange: str = FLIGHTS_EXCHANGE, limit: int | None = None,
                         end_of_stream: bool = True, persistent: bool = False,
-                        progress: bool = True) -> tuple[PublishStats, int]:
+                        progress: bool = True, rate: float | None = None,
+                        df=None) -> tuple[PublishStats, int]:
     """Publish the flights (first ``limit`` in event-time order) and the end marker.
 
-    Returns ``(stats, flights)``: ``stats.confirmed`` counts the marker too.
-    Shared by ``spark-amqp publish --flights`` and ``jobs/publish_flights.py``.
+    ``rate``: at most this many messages per second (a live feed; None: as fast as the
+    broker confirms). ``df``: the flights already loaded (:func:`load_flights`), else they
+    are loaded here. Returns ``(stats, flights)``: ``stats.confirmed`` counts the marker too.
+    Shared by ``spark-amqp publish --flights``, ``jobs/publish_flights.py`` and the main job's
+    ``--demo``.
     """
     import itertools
 
-    df = load_flights(limit)
+    df = load_flights(limit) if df is None else df
     messages: Iterator[OutgoingMessage] = flight_messages(df)
     if end_of_stream:
         messages = itertools.chain(messages, [end_marker(df)])
     stats = publish_messages(channel, messages, exchange, total=len(df) + int(end_of_stream),
-                             persistent=persistent, progress=progress, description="flights")
+                             persistent=persistent, progress=progress, description="flights",
+                             rate=rate)
     return stats, len(df)
 
 

@@ -63,12 +63,14 @@ def publish_messages(channel, messages: Iterable[OutgoingMessage], exchange: str
                      total: int | None = None, content_type: str | None = "application/json",
                      persistent: bool = False, batch_size: int = 500,
                      confirm_window: int = 5000, progress: bool = True,
-                     description: str = "publish") -> PublishStats:
+                     description: str = "publish", rate: float | None = None) -> PublishStats:
     """Publish ``messages`` to ``exchange`` on ``channel`` under publisher confirms.
 
     ``channel``: an open :class:`spark_amqp.client.Channel`; ``confirm.select`` is sent here.
     ``total``: expected count, for the progress bar only. ``persistent`` sets
-    ``delivery_mode=2``. Returns :class:`PublishStats` once every message is confirmed.
+    ``delivery_mode=2``. ``rate``: at most this many messages per second, sent as they fall
+    due (:mod:`.pacing`; a live feed), instead of as fast as the broker confirms. Returns
+    :class:`PublishStats` once every message is confirmed.
 
     Raises :class:`spark_amqp.client` confirm errors (``PublishNacked`` when the broker
     nacks, ``ConfirmTimeout``) and the typed protocol error when the broker closes the
@@ -105,19 +107,43 @@ def publish_messages(channel, messages: Iterable[OutgoingMessage], exchange: str
         bar.update(unconfirmed)
         unconfirmed = 0
 
+    if rate is not None:  # confirm about once a second: the bar moves, the window stays small
+        confirm_window = min(confirm_window, max(batch_size, int(rate)))
+
+    def send(batch: list) -> None:
+        nonlocal unconfirmed
+        channel.publish_batch(batch)
+        unconfirmed += len(batch)
+        if unconfirmed >= confirm_window:
+            confirm()
+
     try:
-        for msg in messages:
-            pending.append((msg.body, exchange, msg.routing_key,
-                            _properties(msg, content_type, persistent), True))
-            if len(pending) >= batch_size:
+        if rate is not None:
+            from itertools import islice
+
+            from .pacing import paced_sends
+
+            it = iter(messages)
+
+            def send_due(n: int) -> int:
+                batch = [(m.body, exchange, m.routing_key,
+                          _properties(m, content_type, persistent), True)
+                         for m in islice(it, n)]
+                for i in range(0, len(batch), batch_size):
+                    send(batch[i:i + batch_size])
+                return len(batch)
+
+            paced_sends(rate, None, send_due)
+        else:
+            for msg in messages:
+                pending.append((msg.body, exchange, msg.routing_key,
+                                _properties(msg, content_type, persistent), True))
+                if len(pending) >= batch_size:
+                    send(pending)
+                    pending = []
+            if pending:
                 channel.publish_batch(pending)
                 unconfirmed += len(pending)
-                pending = []
-                if unconfirmed >= confirm_window:
-                    confirm()
-        if pending:
-            channel.publish_batch(pending)
-            unconfirmed += len(pending)
         confirm()
     finally:
         if conn is not None:

@@ -100,6 +100,16 @@ DEFAULT_PARTITIONS = 3
 #: --max-per-trigger default of the queue mode (the stream mode's is 0 = no cap)
 DEFAULT_MAX_PER_TRIGGER = 50_000
 DEFAULT_ALERTS_QUEUE = "flight-delay-alerts"
+#: --live defaults: the publisher's msg/s, the trigger interval (s), and the stream mode's
+#: watermark. A trigger probes the partitions' tails one after the other, so one partition's
+#: batch can end later in the publishing than another's (by the probes' time, up to ~0.1 s);
+#: at 2,000 msg/s (~2 days of flights per second of publishing) 10 ms are ~30 minutes of
+#: event time, and the next batch's flights of the partition behind would fall behind a
+#: 30-minute watermark and be dropped as late. 12 hours covers ~0.2 s at 2,000 msg/s and stays
+#: below the end-of-stream marker's day minus the last 1-hour window.
+LIVE_RATE = 2000.0
+LIVE_INTERVAL = 0.5
+LIVE_STREAM_WATERMARK = "12 hours"
 FLIGHTS_EXCHANGE = "flights"
 ALERTS_EXCHANGE = "alerts"
 
@@ -274,6 +284,8 @@ class JobResult:
     seconds: float = 0.0
     output: str = ""
     progress: list = field(default_factory=list)
+    #: ``--live`` demo: what :func:`live_figures` says about the publisher and the query
+    live: dict = field(default_factory=dict)
 
 
 def _progress_listener():
@@ -361,7 +373,7 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
             trigger: str = "available-now", interval: float = 5.0,
             max_per_trigger: int | None = DEFAULT_MAX_PER_TRIGGER, idle_timeout: float = 5.0,
             stop_after_flights: int | None = None,
-            super_stream: str | None = None) -> JobResult:
+            super_stream: str | None = None, stop_when=None, on_started=None) -> JobResult:
     """Run the streaming query (see the module docstring) and return a :class:`JobResult`.
 
     ``trigger``: ``available-now`` (process what the queue holds, then stop) or ``continuous``
@@ -369,7 +381,9 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     windows hold ``stop_after_flights`` flights). ``max_per_trigger`` caps rows per
     micro-batch (the source's ``maxMessagesPerTrigger``). ``checkpoint`` defaults to
     ``OUTPUT/_checkpoint``. ``super_stream``: read that super stream in stream mode
-    (``startingOffsets=earliest``) instead of ``queue``. Raises
+    (``startingOffsets=earliest``) instead of ``queue``. ``continuous`` also stops when
+    ``stop_when()`` (checked every second) returns True. ``on_started(query)`` is called
+    once the query has started (the ``--live`` demo starts its publisher there). Raises
     ``pyspark.errors.StreamingQueryException`` if the query fails.
     """
     output = str(Path(output).resolve())
@@ -399,6 +413,8 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
     started = time.monotonic()
     query = writer.start()
     try:
+        if on_started is not None:
+            on_started(query)
         if trigger == "available-now":
             query.awaitTermination()
         else:
@@ -408,13 +424,17 @@ def run_job(spark, uri: str, queue: str = DEFAULT_QUEUE, output: str = "out/flig
                 if (stop_after_flights is not None
                         and _flights_written(spark, output) >= stop_after_flights):
                     break
+                if stop_when is not None and stop_when():
+                    break
             if stop.is_set():
                 log.info("interrupted: stopping the query after the running micro-batch "
                          "(messages not yet acknowledged go back to the queue)")
-                deadline = time.monotonic() + 120  # let the running batch finish, if it can
-                while (query.isActive and query.status.get("isTriggerActive")
-                       and time.monotonic() < deadline):
-                    time.sleep(0.2)
+            # let the running batch finish, if it can: the last windows were seen in the
+            # parquet output while that batch still publishes their alerts
+            deadline = time.monotonic() + 120
+            while (query.isActive and query.status.get("isTriggerActive")
+                   and time.monotonic() < deadline):
+                time.sleep(0.02)
     finally:
         if query.isActive:
             query.stop()
@@ -451,10 +471,15 @@ def _stop_on_signals():
 
 
 def _flights_written(spark, output: str) -> int:
+    from pyspark.errors import AnalysisException
+
     path = Path(output) / "windows"
     if not path.is_dir():
         return 0
-    return int(spark.read.parquet(str(path)).groupBy().sum("flights").first()[0] or 0)
+    try:
+        return int(spark.read.parquet(str(path)).groupBy().sum("flights").first()[0] or 0)
+    except AnalysisException:  # no parquet file committed yet (the first batch's write)
+        return 0
 
 
 def read_results(spark, output: str):
@@ -629,6 +654,174 @@ def print_summary(spark, result: JobResult, published: int, flights: int, alerts
     return all(ok for _, ok in checks)
 
 
+class LivePublisher:
+    """The ``--live`` demo's publisher: a thread that publishes the flights of ``df`` (as
+    :func:`spark_amqp.cli.flights.load_flights` returns them) and the end-of-stream marker at
+    ``rate`` msg/s under publisher confirms (:func:`spark_amqp.cli.publishing.publish_messages`
+    with ``rate``), while the query runs. To ``exchange`` (the queue mode's topic exchange,
+    routing keys ``flights.<origin>.<carrier>``) or, with ``super_stream``, to that super
+    stream's exchange with the binding key of the partition RabbitMQ's stream clients pick for
+    the flight's routing key (:func:`spark_amqp.client.streams.partition_for`, as the sink's
+    ``superStream`` option does). ``start()`` starts it; then ``started_at``/``ended_at``
+    (wall-clock seconds), ``stats`` (``PublishStats``) or ``error`` (the exception) tell what
+    it did."""
+
+    def __init__(self, uri: str, df, rate: float, exchange: str = FLIGHTS_EXCHANGE,
+                 super_stream: str | None = None, partitions: int = DEFAULT_PARTITIONS):
+        import threading
+
+        self.uri, self.df, self.rate = uri, df, rate
+        self.exchange, self.super_stream, self.partitions = exchange, super_stream, partitions
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.stats = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="flights-live-publisher",
+                                        daemon=True)
+
+    def start(self, query=None) -> None:
+        """Start the thread (:func:`run_job`'s ``on_started`` hook). With ``query`` (a
+        ``StreamingQuery``), it publishes once the query's first trigger has run (status
+        "Waiting for data to arrive": the source is connected), so that the publishing and the
+        micro-batches overlap however long Spark takes to start the query."""
+        self._query = query
+        self._thread.start()
+
+    def _wait_for_query(self, timeout: float = 300.0) -> None:
+        q = getattr(self, "_query", None)
+        deadline = time.monotonic() + timeout
+        while q is not None and time.monotonic() < deadline:
+            if not q.isActive or q.status.get("message") == "Waiting for data to arrive":
+                return
+            time.sleep(0.05)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        import dataclasses
+        import itertools
+
+        from spark_amqp.cli.flights import end_marker, flight_messages
+        from spark_amqp.cli.publishing import publish_messages
+        from spark_amqp.client import connect
+        from spark_amqp.client.streams import partition_for
+
+        try:
+            messages = itertools.chain(flight_messages(self.df), [end_marker(self.df)])
+            exchange = self.exchange
+            if self.super_stream is not None:
+                exchange = self.super_stream
+                messages = (dataclasses.replace(
+                    m, routing_key=str(partition_for(m.routing_key, self.partitions)))
+                    for m in messages)
+            with connect(self.uri) as conn:
+                ch = conn.channel()
+                self._wait_for_query()
+                self.started_at = time.time()
+                log.info("live: publishing %s flights + end-of-stream marker at %s msg/s while "
+                         "the query runs", f"{len(self.df):,}", f"{self.rate:,.0f}")
+                self.stats = publish_messages(ch, messages, exchange, total=len(self.df) + 1,
+                                              progress=False, rate=self.rate)
+            log.info("live: published %s messages in %.1f s (%s msg/s)",
+                     f"{self.stats.confirmed:,}", self.stats.seconds, f"{self.stats.rate:,.0f}")
+        except BaseException as e:  # noqa: BLE001 - the demo reports it and fails
+            log.error("live: the publisher failed: %r", e)
+            self.error = e
+        finally:
+            self.ended_at = time.time()
+
+
+def live_figures(result: "JobResult", publisher: LivePublisher) -> dict:
+    """What shows the query ran on live data: the publisher's rate asked and achieved,
+    its seconds, and the micro-batches with rows whose trigger began while it was publishing
+    (``batches_while_publishing``; the first one's start, seconds after the publisher's
+    start: ``first_rows_after``). From ``result.progress`` (each progress event's
+    ``timestamp``, the trigger's start)."""
+    import datetime as dt
+
+    with_rows = []
+    for raw in result.progress:
+        p = json.loads(raw)
+        if p.get("numInputRows"):
+            t = dt.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            with_rows.append(t)
+    start, end = publisher.started_at or 0.0, publisher.ended_at or 0.0
+    during = [t for t in with_rows if t < end]
+    stats = publisher.stats
+    return {"rate": publisher.rate, "published_rate": stats.rate if stats else 0.0,
+            "publish_seconds": end - start, "batches_with_rows": len(with_rows),
+            "batches_while_publishing": len(during),
+            "first_rows_after": (min(with_rows) - start) if with_rows else None}
+
+
+def live_demo(args, uri: str, output: str, spark_future) -> tuple[int, object]:
+    """``--demo --live``: the topology (queue mode) or a fresh super stream (``--stream``),
+    then the query (a processing-time trigger of ``--interval`` seconds) and, once it has
+    started, a :class:`LivePublisher` at ``--rate`` msg/s. The query stops when every flight
+    is in the windows (the end-of-stream marker closes the last ones), when the publisher
+    fails, or ``--live-timeout`` seconds after the publisher ends. Prints the summary with
+    the same checks as the demo (published = consumed = aggregated, nothing left) and the
+    live figures (:func:`live_figures`). Returns ``(exit status, spark)``."""
+    from spark_amqp.cli.flights import load_flights
+
+    if args.stream:
+        declare_alerts(uri, args.alerts_queue, args.alerts_exchange, purge=True)
+        parts = declare_super_stream_fresh(uri, args.super_stream, args.partitions)
+        log.info("live: super stream %r (%s)", args.super_stream, ", ".join(parts))
+    else:
+        declare_topology(uri, args.queue, args.alerts_queue, purge=True,
+                         flights_exchange=args.exchange, alerts_exchange=args.alerts_exchange)
+    df = load_flights(args.limit)
+    flights = len(df)
+    publisher = LivePublisher(uri, df, args.rate, exchange=args.exchange,
+                              super_stream=args.super_stream if args.stream else None,
+                              partitions=args.partitions)
+    spark = spark_future.result()
+
+    def stop_when() -> bool:
+        if publisher.error is not None:
+            return True
+        if publisher.ended_at is None:
+            return False
+        if time.time() - publisher.ended_at > args.live_timeout:
+            log.error("live: the windows do not hold every flight %.0f s after the publisher "
+                      "ended (--live-timeout): stopping", args.live_timeout)
+            return True
+        return _flights_written(spark, output) >= flights
+
+    result = run_job(spark, uri, args.queue, output, None, args.threshold,
+                     args.alerts_exchange, args.watermark, "continuous", args.interval,
+                     args.max_per_trigger, args.idle_timeout,
+                     super_stream=args.super_stream if args.stream else None,
+                     stop_when=stop_when, on_started=publisher.start)
+    publisher.join(60)
+    if publisher.error is not None:
+        raise publisher.error
+    if publisher.stats is None:
+        raise RuntimeError("live: the publisher did not finish")
+    if publisher.stats.returned:
+        log.error("%d messages were unroutable", publisher.stats.returned)
+        return 1, spark
+    result.live = live_figures(result, publisher)
+    write_json_result(args.json_result, result)
+    if args.stream:
+        left, label = unread_offsets(result), "offsets left unread in the super stream"
+    else:
+        left, label = queue_depth(uri, args.queue), "messages left in the queue"
+    ok = print_summary(spark, result, publisher.stats.routed, flights,
+                       queue_depth(uri, args.alerts_queue), left, args.threshold,
+                       args.alerts_exchange, args.alerts_queue, left_label=label)
+    lv = result.live
+    first = lv["first_rows_after"]
+    print(f"live: published at {lv['published_rate']:,.0f} msg/s ({lv['rate']:,.0f} asked) "
+          f"for {lv['publish_seconds']:.1f} s while the query ran: "
+          f"{lv['batches_while_publishing']} of {lv['batches_with_rows']} micro-batches with "
+          f"rows began meanwhile (the first {first if first is None else f'{first:.1f} s'} "
+          "after the publisher's start)")
+    return (0 if ok else 1), spark
+
+
 def demo(args) -> int:
     """Broker (embedded unless ``--uri``) → topology → publish → job → summary. Exit status."""
     from spark_amqp.cli.publish import run_flights_publish
@@ -658,6 +851,9 @@ def demo(args) -> int:
     spark_future = starter.submit(build_spark, master=args.master)
     starter.shutdown(wait=False)
     try:
+        if args.live:
+            status, spark = live_demo(args, uri, output, spark_future)
+            return status
         if args.stream:
             declare_alerts(uri, args.alerts_queue, args.alerts_exchange, purge=True)
             parts = declare_super_stream_fresh(uri, args.super_stream, args.partitions)
@@ -770,12 +966,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threshold", type=float, default=60.0,
                    help="alert when a window's mean departure delay exceeds this many minutes "
                         "[%(default)s]")
-    p.add_argument("--watermark", default="30 minutes",
-                   help="watermark delay on sched_dep [%(default)s]")
+    p.add_argument("--watermark", default=None,
+                   help="watermark delay on sched_dep [30 minutes; --live --stream: "
+                        f"{LIVE_STREAM_WATERMARK}]")
     p.add_argument("--trigger", choices=("available-now", "continuous"), default="available-now",
                    help="available-now: drain the queue then stop; continuous: run until Ctrl-C")
-    p.add_argument("--interval", type=float, default=5.0,
-                   help="seconds between micro-batches with --trigger continuous [%(default)s]")
+    p.add_argument("--interval", type=float, default=None,
+                   help="seconds between micro-batches with --trigger continuous [5] and "
+                        f"--live [{LIVE_INTERVAL:g}]")
+    p.add_argument("--live", action="store_true",
+                   help="--demo: publish the flights at --rate msg/s WHILE the query runs "
+                        "(a processing-time trigger of --interval seconds), instead of before "
+                        "it; the query stops once every flight is in the windows")
+    p.add_argument("--rate", type=float, default=LIVE_RATE,
+                   help="--live: messages per second the publisher sends [%(default)g]")
+    p.add_argument("--live-timeout", type=float, default=300.0,
+                   help="--live: seconds the query gets after the publisher ends to put every "
+                        "flight in the windows [%(default)g]")
     p.add_argument("--max-per-trigger", type=int, default=None,
                    help=f"max messages per micro-batch (0 = no cap) [{DEFAULT_MAX_PER_TRIGGER:,}; "
                         "with --stream 0: a cap is split evenly over the partitions, which "
@@ -793,6 +1000,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.partitions < 1:
         p.error(f"--partitions must be >= 1, got {args.partitions}")
+    if args.live and not args.demo:
+        p.error("--live runs the demo with a live publisher: add --demo")
+    if not args.rate > 0:
+        p.error(f"--rate must be > 0 msg/s, got {args.rate:g}")
+    if args.interval is None:
+        args.interval = LIVE_INTERVAL if args.live else 5.0
+    if args.watermark is None:
+        args.watermark = LIVE_STREAM_WATERMARK if args.live and args.stream else "30 minutes"
     if args.max_per_trigger is None:
         args.max_per_trigger = 0 if args.stream else DEFAULT_MAX_PER_TRIGGER
     elif args.stream and args.max_per_trigger:

@@ -7,6 +7,11 @@ fixture). ``percentile_approx`` is deterministic for groups this small (far fewe
 its default accuracy of 10,000, so the sketch keeps every value), so p90 is compared with the
 same float tolerance as the means. ``--stream`` runs once more with the flights in a super
 stream of 3 partitions read in stream mode, and must give the same aggregates.
+
+``--live`` (queue mode and ``--stream``) runs the demo as users run a streaming job: the
+first 2,000 flights are published at 400 msg/s *while* the query runs, and the output must
+still equal the batch reference, with every message consumed once and micro-batches that
+began while the publisher was publishing.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "flight_delays.py"
 LIMIT = 20_000
+#: the --live runs: flights and publish rate (5 s of publishing, several micro-batches)
+LIVE_LIMIT = 2_000
+LIVE_RATE = 400
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
@@ -59,32 +67,36 @@ def reference_aggregates(spark, limit: int):
                     "mean_dep_delay", "p90_dep_delay"))
 
 
-def _run_demo(out: Path, *extra: str):
+def _run_demo(out: Path, *extra: str, limit: int = LIMIT):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     return subprocess.run(
-        [sys.executable, str(JOB), "--demo", "--limit", str(LIMIT), "--output", str(out / "run"),
+        [sys.executable, str(JOB), "--demo", "--limit", str(limit), "--output", str(out / "run"),
          "--no-progress", "--json-result", str(out / "result.json"), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
 
 
 @pytest.fixture(scope="module")
 def demo_runs(request, tmp_path_factory):
-    """The module's two demo runs, started at the same time in two threads (each its own
-    embedded broker on a free port and its own Spark): ``{"queue"|"stream": (Future of the
-    finished process, output dir)}``. Each run spends much of its time starting a JVM, loading
-    the flights and waiting for triggers, so the two overlap instead of taking turns (CI time).
-    A run no selected test uses is not started."""
+    """The module's demo runs, started at the same time in threads (each its own embedded
+    broker on a free port and its own Spark): ``{"queue"|"stream"|"live"|"live_stream":
+    (Future of the finished process, output dir)}``. Each run spends much of its time starting
+    a JVM, loading the flights and waiting for triggers, so they overlap instead of taking
+    turns (CI time). A run no selected test uses is not started."""
     from concurrent.futures import ThreadPoolExecutor
 
     used = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    runs = {"queue": ("job_run", "flight-delays", ("--max-per-trigger", "12000")),
-            "stream": ("stream_run", "flight-delays-stream", ("--stream",))}
-    pool = ThreadPoolExecutor(2, thread_name_prefix="flight-demo")
+    live = ("--live", "--rate", str(LIVE_RATE))
+    runs = {"queue": ("job_run", "flight-delays", ("--max-per-trigger", "12000"), LIMIT),
+            "stream": ("stream_run", "flight-delays-stream", ("--stream",), LIMIT),
+            "live": ("live_run", "flight-delays-live", live, LIVE_LIMIT),
+            "live_stream": ("live_stream_run", "flight-delays-live-stream",
+                            (*live, "--stream"), LIVE_LIMIT)}
+    pool = ThreadPoolExecutor(len(runs), thread_name_prefix="flight-demo")
     started = {}
-    for kind, (fixture, folder, extra) in runs.items():
+    for kind, (fixture, folder, extra, limit) in runs.items():
         if fixture in used:
             out = tmp_path_factory.mktemp(folder)
-            started[kind] = (pool.submit(_run_demo, out, *extra), out)
+            started[kind] = (pool.submit(_run_demo, out, *extra, limit=limit), out)
     try:
         yield started
     finally:
@@ -184,3 +196,61 @@ def test_stream_mode_gives_the_same_aggregates(stream_run, spark, expected):
     result = json.loads((out / "result.json").read_text())
     assert result["consumed"] == LIMIT + 1
     assert result["alerts"] == expected.where(F.col("mean_dep_delay") > 60).count()
+
+
+@pytest.fixture(scope="module")
+def live_run(demo_runs):
+    """``flight_delays.py --demo --live --rate 400 --limit 2000``: the flights published to the
+    queue while the query runs; returns (process, output dir)."""
+    future, out = demo_runs["live"]
+    return future.result(), out
+
+
+@pytest.fixture(scope="module")
+def live_stream_run(demo_runs):
+    """``flight_delays.py --demo --live --stream --rate 400 --limit 2000``: the flights
+    published to the super stream's partitions while the query reads them in stream mode."""
+    future, out = demo_runs["live_stream"]
+    return future.result(), out
+
+
+def check_live_run(proc, out: Path, spark, left_line: str) -> None:
+    """The demo's checks on a ``--live`` run, the live figures, and the output against the
+    batch reference of the same flights."""
+    from chispa import assert_approx_df_equality
+
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-5000:]}"
+    n = LIVE_LIMIT + 1
+    assert f"[ok] messages published = consumed: {n:,} = {n:,}" in proc.stdout
+    assert (f"[ok] flights published = flights in the windows: {LIVE_LIMIT:,} = {LIVE_LIMIT:,}"
+            in proc.stdout)
+    assert left_line in proc.stdout
+    result = json.loads((out / "result.json").read_text())
+    live = result["live"]
+    assert result["consumed"] == n
+    # the publisher kept to the rate (not faster), and the query read while it published
+    assert live["publish_seconds"] >= 0.95 * LIVE_LIMIT / LIVE_RATE
+    assert live["batches_while_publishing"] >= 1, live
+    assert live["batches_with_rows"] >= 2, live
+    assert "live: published at" in proc.stdout
+    actual = spark.read.parquet(str(out / "run" / "windows")).drop("batch_id")
+    assert actual.count() == actual.select("origin", "carrier", "window_start").distinct().count()
+    expected = reference_aggregates(spark, LIVE_LIMIT)
+    assert_approx_df_equality(
+        actual.select(*expected.columns), expected, precision=1e-9,
+        ignore_nullable=True, ignore_row_order=True, allow_nan_equality=True)
+
+
+def test_live_demo_queue_mode(live_run, spark):
+    """--live: published = consumed = aggregated while the publisher and the query run
+    together, the same windows as the batch reference, nothing left in the queue."""
+    proc, out = live_run
+    check_live_run(proc, out, spark, "[ok] messages left in the queue: 0")
+
+
+def test_live_demo_stream_mode(live_stream_run, spark):
+    """--live --stream: the same on a super stream written while the query reads it
+    (exactly once: consumed = published, no window twice)."""
+    proc, out = live_stream_run
+    check_live_run(proc, out, spark, "[ok] offsets left unread in the super stream: 0")
+    assert "flight-delays-stream-0, flight-delays-stream-1, flight-delays-stream-2" in proc.stderr

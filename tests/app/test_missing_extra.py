@@ -32,7 +32,7 @@ def test_broker_management_without_the_broker_extra_is_one_line(without, monkeyp
     assert r.exit_code == 1, r.output
     lines = [line for line in r.output.splitlines() if line.startswith("Error:")]
     assert lines == [f"Error: the management API needs the 'broker' extra (aiohttp, prometheus_client, "
-                     f"uvloop; aiohttp is missing): {install_command('broker')}"], r.output
+                     f"google-re2, uvloop; aiohttp is missing): {install_command('broker')}"], r.output
     assert "Traceback" not in r.output
 
 
