@@ -54,6 +54,8 @@ class DriverConsumer:
         self.consumer_tags: dict[str, list[str]] = {}
         #: queue -> message-count of the declare-ok answered before consuming (ready messages)
         self.initial_counts: dict[str, int] = {}
+        #: the channel of :meth:`queue_depths` (opened at its first call)
+        self._depth_channel: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,7 +213,7 @@ class DriverConsumer:
         ones) on a channel kept open for it: one round trip per queue (the lag that
         ``reportLatestOffset`` shows). Raises what the client raises; a 404 closes the channel
         (the next call opens another)."""
-        ch = getattr(self, "_depth_channel", None)
+        ch = self._depth_channel
         if ch is None or not getattr(ch, "is_open", True):
             ch = self._depth_channel = self.conn.channel()
         try:

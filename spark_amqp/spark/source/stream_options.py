@@ -77,7 +77,7 @@ from typing import Any, Mapping
 
 from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
     parse_uri_option
-from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, \
+from ..option_values import OptionErrors, parse_bool, parse_choice, parse_float, parse_int, \
     parse_names
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
@@ -271,8 +271,6 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     if len(starts) > 1:
         raise ValueError(f"Options {' and '.join(repr(k) for k in starts)} of the amqp "
                          "source are exclusive: give one of them.")
-    from ..option_values import parse_choice
-
     strategy = parse_choice(o, "startingOffsetsByTimestampStrategy", _ERRORS,
                             ("error", "latest"))
     if strategy is not None and ts is None and by_ts is None:
