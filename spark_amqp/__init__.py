@@ -21,7 +21,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["register", "EmbeddedBroker", "AmqpDataSource", "__version__"]
+__all__ = ["register", "EmbeddedBroker", "AmqpDataSource", "offsets_behind_latest",
+           "__version__"]
 
 
 def register(spark) -> None:
@@ -49,4 +50,8 @@ def __getattr__(name: str):
         from .spark.datasource import AmqpDataSource
 
         return AmqpDataSource
+    if name == "offsets_behind_latest":
+        from .spark.lag import offsets_behind_latest
+
+        return offsets_behind_latest
     raise AttributeError(f"module 'spark_amqp' has no attribute {name!r}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Type, Union
 
 __all__ = ["OptionErrors", "BOOLEANS", "LENIENT_BOOLEANS", "parse_int", "parse_float",
-           "parse_bool", "parse_choice", "parse_names"]
+           "parse_bool", "parse_choice", "parse_names", "parse_duration", "DURATION_UNITS"]
 
 #: the boolean spellings of the source: ``true`` / ``false`` (any case)
 BOOLEANS: Mapping[str, bool] = {"true": True, "false": False}
@@ -115,6 +115,33 @@ def parse_float(opts: Mapping[str, Any], key: str, errors: OptionErrors, *,
     if not math.isfinite(value) or value <= 0:
         raise errors.invalid(key, raw, f"a number of {unit} > 0")
     return value
+
+
+#: Spark's time suffixes (``JavaUtils.timeStringAsMs``, used by the Kafka source's
+#: ``maxTriggerDelay``) -> seconds; no suffix means milliseconds, as there
+DURATION_UNITS: Mapping[str, float] = {
+    "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(opts: Mapping[str, Any], key: str, errors: OptionErrors, *,
+                   default: Optional[float] = None) -> Optional[float]:
+    """Option ``key`` as a duration in Spark's syntax (an integer and a unit of
+    :data:`DURATION_UNITS`: ``500ms``, ``30s``, ``15m``, ``1h``; a bare integer is
+    milliseconds, as Spark's ``timeStringAsMs`` reads the Kafka source's ``maxTriggerDelay``),
+    returned in seconds; ``default`` (seconds) when absent.
+
+    Raises ``errors.error`` for another syntax, an unknown unit, or a duration that is not > 0.
+    """
+    raw = opts.get(key.lower())
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    digits = len(text) - len(text.lstrip("0123456789"))
+    number, unit = text[:digits], text[digits:].strip() or "ms"
+    if not number or unit not in DURATION_UNITS or int(number) <= 0:
+        raise errors.invalid(key, raw, "a duration > 0: an integer with a unit of "
+                             + " | ".join(DURATION_UNITS) + " (e.g. 30s, 15m; no unit: ms)")
+    return int(number) * DURATION_UNITS[unit]
 
 
 def parse_bool(opts: Mapping[str, Any], key: str, errors: OptionErrors, *, default: bool,

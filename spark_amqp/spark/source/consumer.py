@@ -62,6 +62,8 @@ class DriverConsumer:
         self.consumer_tags: dict[str, list[str]] = {}
         #: queue -> message-count of the declare-ok answered before consuming (ready messages)
         self.initial_counts: dict[str, int] = {}
+        #: the channel of :meth:`queue_depths` (opened at its first call)
+        self._depth_channel: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -117,6 +119,8 @@ class DriverConsumer:
                     f"Queue {q!r} does not exist on {self._where()} (404 NOT_FOUND: "
                     f"{e.reply_text}). Create it, or set option declare=true (with "
                     "queueArguments/durable) to let the source declare it.") from e
+            if o.exchange is not None:
+                self._subscribe(ch, q)
             ch.set_raw_deliveries()  # deliveries stay frames until the executors
             ch.basic_qos(o.prefetch_per_consumer)
             self.channels[q] = ch
@@ -127,6 +131,30 @@ class DriverConsumer:
                 tag = f"{self.consumer_tags[q][0]}.{i}"
                 self.consumer_tags[q].append(ch.basic_consume(q, no_ack=False,
                                                               consumer_tag=tag, no_wait=True))
+
+    def _subscribe(self, ch: Any, queue: str) -> None:
+        """Exchange subscription (options ``exchange``...): declare the exchange
+        (``exchangeDeclare=true``) or check it exists (passive), then ``queue.bind`` the queue
+        once per binding key with ``bindingArguments``. Both are idempotent (AMQP 0-9-1
+        §1.6.2.1, §1.7.2.3), so every (re)connect does them again: a binding someone removed
+        comes back. Raises ``ValueError`` naming the option when the exchange is missing
+        (404)."""
+        from spark_amqp.protocol.errors import NotFound
+
+        o = self.options
+        try:
+            if o.exchange_declare:
+                ch.exchange_declare(o.exchange, o.exchange_type, durable=o.exchange_durable)
+            else:
+                ch.exchange_declare(o.exchange, passive=True)
+        except NotFound as e:
+            raise ValueError(
+                f"Exchange {o.exchange!r} (option 'exchange') does not exist on {self._where()} "
+                f"(404 NOT_FOUND: {e.reply_text}). Create it, or set option "
+                "exchangeDeclare=true (with exchangeType, exchangeDurable) to let the source "
+                "declare it.") from e
+        for key in o.binding_keys:
+            ch.queue_bind(queue, o.exchange, key, arguments=dict(o.binding_arguments) or None)
 
     def _where(self) -> str:
         """``host:port`` of the node this consumer is connected to (one of the addresses)."""
@@ -162,6 +190,7 @@ class DriverConsumer:
         just dropped), skipping the per-channel handshakes. Never raises."""
         conn, self.conn = self.conn, None
         self.channels = {}
+        self._depth_channel = None
         self.consumer_tags = {}
         if conn is not None:
             try:
@@ -199,6 +228,22 @@ class DriverConsumer:
     def ack(self, queue: str, delivery_tag: int) -> None:
         """``basic.ack(delivery_tag, multiple=True)`` on the queue's channel."""
         self.channels[queue].basic_ack(delivery_tag, multiple=True)
+
+    def queue_depths(self) -> dict[str, int]:
+        """Ready messages per queue (passive ``queue.declare``'s message-count, AMQP 0-9-1
+        §1.7.2.2: messages not yet delivered to a consumer; RabbitMQ does not count unacked
+        ones) on a channel kept open for it: one round trip per queue (the lag that
+        ``reportLatestOffset`` shows). Raises what the client raises; a 404 closes the channel
+        (the next call opens another)."""
+        ch = self._depth_channel
+        if ch is None or not getattr(ch, "is_open", True):
+            ch = self._depth_channel = self.conn.channel()
+        try:
+            return {q: int(ch.queue_declare(q, passive=True).message_count)
+                    for q in self.options.queues}
+        except BaseException:
+            self._depth_channel = None
+            raise
 
     def message_counts(self) -> dict[str, int]:
         """Ready messages per queue (passive queue.declare message-count, §1.7.2.2): the

@@ -20,6 +20,18 @@ prefetch                   basic.qos prefetch-count per queue; 0 =      see "Def
                            queue (unacked deliveries fill the window)
 maxMessagesPerTrigger      cap of rows per micro-batch (ReadMaxRows),   unset (ReadAllAvailable)
                            split fairly across queues
+minMessagesPerTrigger      pacing (Kafka's minOffsetsPerTrigger): no    unset (no pacing)
+                           batch until this many messages are
+                           buffered, or maxTriggerDelay has passed
+                           since the last batch, or the batch is full
+                           (a cap or the prefetch windows); never
+                           with Trigger.AvailableNow. At most
+                           maxMessagesPerTrigger and the prefetch
+                           windows of all queues
+maxTriggerDelay            with minMessagesPerTrigger only: the         15m
+                           longest wait between batches when rows
+                           are there (Spark's duration syntax: 500ms,
+                           30s, 15m, 1h; a bare integer is ms)
 maxMessagesPerPartition    split per-queue batches into partitions of   50000
                            at most this many messages
 maxBytesPerTrigger         cap of message bytes per micro-batch         16777216 (16 MiB)
@@ -63,6 +75,24 @@ failoverTimeout            seconds of failed reconnects (each one       300
                            doubling to 5 s, 30 s with one address)
                            after a lost connection before the query
                            fails with one error listing every address
+exchange                   subscribe to this exchange: the source       unset
+                           declares ``queue`` (one queue; durable;
+                           quorum unless queueArguments says
+                           otherwise) and binds it with every
+                           bindingKeys key (see "Exchange
+                           subscription" below)
+exchangeDeclare            with exchange: exchange.declare it           false (passive: it must
+                           (exchangeType, exchangeDurable) instead of   exist)
+                           checking that it exists
+exchangeType               with exchangeDeclare=true: direct |          topic
+                           fanout | topic | headers
+exchangeDurable            with exchangeDeclare=true: the exchange's    true
+                           durable flag
+bindingKeys                with exchange: comma-separated binding       one binding, key ""
+                           (routing) keys, one queue.bind each          (fanout, headers)
+bindingArguments           with exchange: JSON object of arguments of   {}
+                           every binding (a headers exchange's
+                           {"x-match": "all", "k": "v"})
 heartbeat                  heartbeat seconds asked of the broker        client default
                            (a stalled node is found after 2 intervals)
 connectionTimeout          socket connect timeout, seconds              client default
@@ -76,10 +106,26 @@ availableNowIdleTimeout    Trigger.AvailableNow: seconds to wait for    5
                            before finishing
 =========================  ===========================================  ========================
 
+Exchange subscription. Publishers write to exchanges; with ``exchange`` the source owns a
+*subscription queue*: at every (re)connect it declares ``queue`` (``durable=true``, ``queue.
+declare`` is idempotent) and binds it to the exchange with each of ``bindingKeys``
+(``queue.bind`` is idempotent too). The queue is never deleted by the source: messages
+published while the query is stopped wait in it and are read after a restart from the
+checkpoint (deleting it, when the subscription is over, is the user's call). Its name is the
+user's (``queue``, required): a generated name would change with every run and lose what was
+published in between. Its type is ``quorum`` unless ``queueArguments`` gives ``x-queue-type``:
+a queue that outlives the query is state that must survive a broker restart or a node loss
+(quorum queues are replicated and always durable, RabbitMQ docs/quorum-queues.md) and a
+quorum queue counts redeliveries (the ``delivery_count`` column, ``x-delivery-limit`` for
+poison messages). Its cost is a disk write per message; ``queueArguments={"x-queue-type":
+"classic"}`` picks a classic queue. A queue declared before with other arguments is refused by
+the broker (406 PRECONDITION_FAILED), which fails the query naming the queue.
+
 Default prefetch (per queue), from the per-queue trigger share ``share = ceil(
 maxMessagesPerTrigger / len(queues))``:
 
-* no ``maxMessagesPerTrigger``: 20000;
+* no ``maxMessagesPerTrigger``: 20000, or ``ceil(minMessagesPerTrigger / len(queues))`` when
+  that is larger (a minimum the windows cannot hold would always wait the whole delay);
 * ``2 * share`` (at least 1000) when that fits one consumer (<= 65535): while Spark runs a
   batch (its deliveries still unacked), the broker can deliver the next batch;
 * else 65535 when ``share`` itself fits one consumer: one consumer per queue rather than
@@ -103,15 +149,19 @@ from typing import Mapping
 
 from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
                                  parse_uri_option)
-from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, parse_names
+from ..option_values import (OptionErrors, parse_bool, parse_choice, parse_duration,
+                             parse_float, parse_int, parse_names)
 
-__all__ = ["SourceOptions", "parse_source_options", "default_prefetch", "DEFAULT_URI",
+__all__ = ["SourceOptions", "parse_source_options", "parse_pacing", "default_prefetch",
+           "DEFAULT_URI",
            "MAX_PREFETCH_PER_CONSUMER"]
 
 #: basic.qos prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), so one consumer gets at most this.
 MAX_PREFETCH_PER_CONSUMER = 65535
 DEFAULT_PREFETCH = 20000
 DEFAULT_MAX_PER_PARTITION = 50000
+#: Kafka source's maxTriggerDelay default (spark-sql-kafka: "15m"), in seconds
+DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0
 #: Byte limits (bytes are the messages' frames: body + ~60 B framing + properties). A batch
 #: travels from the driver's source runner through the driver JVM (which holds a few copies of
 #: it while it plans and ships the tasks): 16 MiB keeps that far inside a default 1 GiB heap.
@@ -129,9 +179,11 @@ DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
 KNOWN_OPTIONS = {**{
     k.lower(): k for k in (
         "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
-        "maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes",
+        "maxBytesPerTrigger", "maxBytesPerPartition", "minMessagesPerTrigger", "maxTriggerDelay", "maxBufferedBytes",
         "maxInlineBytesPerTrigger", "maxMessageBytes",
         "includeHeaders", "declare", "durable", "queueArguments", "failOnDataLoss",
+        "exchange", "exchangeDeclare", "exchangeType", "exchangeDurable", "bindingKeys",
+        "bindingArguments",
         "availableNowIdleTimeout",
     )
 }, **CONNECTION_OPTIONS}
@@ -153,6 +205,9 @@ class SourceOptions:
     queues: tuple[str, ...] = ()
     prefetch: int = DEFAULT_PREFETCH
     max_messages_per_trigger: int | None = None
+    #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
     max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
     max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
@@ -168,6 +223,13 @@ class SourceOptions:
     connection: dict = field(default_factory=dict)
     fail_on_data_loss: bool = True
     available_now_idle_timeout: float = 5.0
+    #: exchange subscription: None, or the exchange the source's one queue is bound to
+    exchange: str | None = None
+    exchange_declare: bool = False
+    exchange_type: str = "topic"
+    exchange_durable: bool = True
+    binding_keys: tuple[str, ...] = ("",)
+    binding_arguments: dict = field(default_factory=dict)
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``)
     columns: tuple | None = None
@@ -198,11 +260,12 @@ class SourceOptions:
         return dict(self.connection)
 
 
-def default_prefetch(share: int | None) -> int:
-    """The default per-queue prefetch for a per-queue trigger share (None = no trigger cap);
-    see "Default prefetch" in the module doc."""
+def default_prefetch(share: int | None, min_share: int | None = None) -> int:
+    """The default per-queue prefetch for a per-queue trigger share (None = no trigger cap)
+    and a per-queue share of ``minMessagesPerTrigger`` (None = unset); see "Default prefetch"
+    in the module doc."""
     if share is None:
-        return DEFAULT_PREFETCH
+        return max(DEFAULT_PREFETCH, min_share or 0)
     overlap = max(2 * share, 1000)
     if overlap <= MAX_PREFETCH_PER_CONSUMER or share > MAX_PREFETCH_PER_CONSUMER:
         return overlap
@@ -239,25 +302,28 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     max_part = parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
                          default=DEFAULT_MAX_PER_PARTITION)
     share = None if max_trigger is None else -(-max_trigger // len(queues))
-    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=0, default=default_prefetch(share))
+    min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
+    min_share = None if min_trigger is None else -(-min_trigger // len(queues))
+    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=0,
+                         default=default_prefetch(share, min_share))
+    if min_trigger is not None and prefetch and min_trigger > prefetch * len(queues):
+        raise ValueError(
+            f"Option 'minMessagesPerTrigger' of the amqp source ({min_trigger}) is more than "
+            f"the prefetch windows can hold ({prefetch} per queue x {len(queues)} queue(s)): "
+            "the broker would never deliver that many before a batch, so every batch would "
+            "wait maxTriggerDelay. Lower minMessagesPerTrigger or raise 'prefetch' (0 = "
+            "unlimited).")
 
-    raw_args = o.get("queuearguments")
-    queue_arguments: dict = {}
-    if raw_args is not None:
-        try:
-            queue_arguments = json.loads(raw_args)
-        except (TypeError, ValueError):
-            raise _ERRORS.invalid("queueArguments", raw_args,
-                                  'a JSON object, e.g. {"x-queue-type": "quorum"}') from None
-        if not isinstance(queue_arguments, dict):
-            raise _ERRORS.invalid("queueArguments", raw_args,
-                                  'a JSON object, e.g. {"x-queue-type": "quorum"}')
+    queue_arguments = _json_object(o, "queueArguments", '{"x-queue-type": "quorum"}')
+    sub = _parse_subscription(o, queues, queue_arguments)
 
     return SourceOptions(
         uri=uri,
         queues=queues,
         prefetch=prefetch,
         max_messages_per_trigger=max_trigger,
+        min_messages_per_trigger=min_trigger,
+        max_trigger_delay=max_delay,
         max_messages_per_partition=max_part,
         max_bytes_per_trigger=parse_int(o, "maxBytesPerTrigger", _ERRORS, minimum=1,
                                         default=DEFAULT_MAX_BYTES_PER_TRIGGER),
@@ -271,11 +337,107 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
         max_message_bytes=parse_int(o, "maxMessageBytes", _ERRORS, minimum=1,
                                     default=DEFAULT_MAX_MESSAGE_BYTES),
         include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
-        declare=parse_bool(o, "declare", _ERRORS, default=False),
+        declare=parse_bool(o, "declare", _ERRORS, default=False) or "exchange" in sub,
         durable=parse_bool(o, "durable", _ERRORS, default=True),
-        queue_arguments=queue_arguments,
+        queue_arguments=sub.pop("queue_arguments", queue_arguments),
+        **sub,
         connection=connection,
         fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
         available_now_idle_timeout=parse_float(o, "availableNowIdleTimeout", _ERRORS,
                                                default=5.0),
     )
+
+
+def _json_object(o: Mapping[str, str], key: str, example: str) -> dict:
+    """Option ``key`` as a JSON object ({} when absent); ``ValueError`` naming it otherwise."""
+    raw = o.get(key.lower())
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        raise _ERRORS.invalid(key, raw, f"a JSON object, e.g. {example}")
+    return value
+
+
+#: exchange.declare types (AMQP 0-9-1 §3.1.3: direct, fanout, topic, headers)
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+_SUBSCRIPTION_ONLY = ("exchangeDeclare", "exchangeType", "exchangeDurable", "bindingKeys",
+                      "bindingArguments")
+
+
+def _parse_subscription(o: Mapping[str, str], queues: tuple[str, ...],
+                        queue_arguments: dict) -> dict:
+    """The exchange-subscription fields of :class:`SourceOptions` ({} without ``exchange``).
+
+    Raises ``ValueError`` naming the option for: a subscription option without ``exchange``,
+    ``exchange`` with ``queues`` or several queues or ``declare=false``, ``exchangeType``/
+    ``exchangeDurable`` without ``exchangeDeclare=true`` (they would be unused), a type not in
+    :data:`EXCHANGE_TYPES`, empty binding keys, a non-object ``bindingArguments``, or an
+    ``x-match`` other than all/any/all-with-x/any-with-x (RabbitMQ docs/exchanges.md)."""
+    if "exchange" not in o:
+        given = [k for k in _SUBSCRIPTION_ONLY if k.lower() in o]
+        if given:
+            raise ValueError(f"Option(s) {', '.join(given)} of the amqp source only apply with "
+                             "option 'exchange' (the exchange the source subscribes to).")
+        return {}
+    exchange = str(o["exchange"]).strip()
+    if not exchange or len(exchange.encode()) > 255:
+        raise _ERRORS.invalid("exchange", o["exchange"],
+                              "a non-empty exchange name of at most 255 bytes (not the "
+                              "default exchange: it needs no binding)")
+    if "queues" in o or len(queues) != 1:
+        raise ValueError("Option 'exchange' of the amqp source needs exactly one subscription "
+                         "queue, named in option 'queue' (a stable name: the queue keeps what is "
+                         "published while the query is stopped), not 'queues'.")
+    if not parse_bool(o, "declare", _ERRORS, default=True):
+        raise ValueError("Option 'exchange' of the amqp source declares and binds the queue: "
+                         "it cannot be combined with declare=false.")
+    declare = parse_bool(o, "exchangeDeclare", _ERRORS, default=False)
+    if not declare:
+        unused = [k for k in ("exchangeType", "exchangeDurable") if k.lower() in o]
+        if unused:
+            raise ValueError(f"Option(s) {', '.join(unused)} of the amqp source only apply with "
+                             "exchangeDeclare=true (without it the exchange must exist and is "
+                             "only checked).")
+    keys = parse_names(o, "bindingKeys", _ERRORS, noun="binding key", default=("",))
+    args = _json_object(o, "bindingArguments", '{"x-match": "all", "format": "pdf"}')
+    match = args.get("x-match")
+    if match is not None and match not in ("all", "any", "all-with-x", "any-with-x"):
+        raise _ERRORS.invalid("bindingArguments", o.get("bindingarguments"),
+                              'a JSON object whose "x-match" is all | any | all-with-x | '
+                              "any-with-x")
+    qargs = dict(queue_arguments)
+    qargs.setdefault("x-queue-type", "quorum")
+    return {
+        "exchange": exchange, "exchange_declare": declare,
+        "exchange_type": parse_choice(o, "exchangeType", _ERRORS, EXCHANGE_TYPES,
+                                      default="topic"),
+        "exchange_durable": parse_bool(o, "exchangeDurable", _ERRORS, default=True),
+        "binding_keys": keys, "binding_arguments": args, "queue_arguments": qargs,
+    }
+
+
+def parse_pacing(o: Mapping[str, str], errors: OptionErrors,
+                 max_trigger: int | None) -> tuple[int | None, float]:
+    """``minMessagesPerTrigger`` and ``maxTriggerDelay`` (seconds) of either mode.
+
+    ``o``: the lower-cased options; ``max_trigger``: the parsed ``maxMessagesPerTrigger``.
+    Raises ``ValueError`` naming the option for a non-integer or < 1 minimum, a bad duration,
+    a minimum above ``maxMessagesPerTrigger`` (no batch could reach it), or ``maxTriggerDelay``
+    without ``minMessagesPerTrigger`` (Kafka ignores it there; here it would be silently
+    unused).
+    """
+    min_trigger = parse_int(o, "minMessagesPerTrigger", errors, minimum=1, default=None)
+    max_delay = parse_duration(o, "maxTriggerDelay", errors, default=DEFAULT_MAX_TRIGGER_DELAY)
+    if min_trigger is None and "maxtriggerdelay" in o:
+        raise ValueError(f"Option 'maxTriggerDelay' of {errors.subject} only applies with "
+                         "'minMessagesPerTrigger' (the delay bounds the wait for that "
+                         "minimum): set minMessagesPerTrigger too, or remove maxTriggerDelay.")
+    if min_trigger is not None and max_trigger is not None and min_trigger > max_trigger:
+        raise ValueError(f"Option 'minMessagesPerTrigger' of {errors.subject} ({min_trigger}) "
+                         f"is above 'maxMessagesPerTrigger' ({max_trigger}): no batch could "
+                         "reach the minimum. Allowed: 1 .. maxMessagesPerTrigger.")
+    return min_trigger, max_delay

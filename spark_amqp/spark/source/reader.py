@@ -53,12 +53,17 @@ from .buffer import Session, fair_split
 from .frames import FramesPart, frames_chunks, frames_part, unpack
 from .partition_server import FramesRef, PartitionServer, fetch
 from .offsets import SourceOffset
+from .pacing import TriggerPacer
 
 try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
     from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes,
                                                   ReadMaxRows, SupportsTriggerAvailableNow)
 except ImportError:  # pragma: no cover - PySpark 4.0/4.1
     ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMaxBytes = None  # type: ignore[assignment,misc]
+try:  # PySpark >= 4.2 as well; looked up separately so a build without it keeps the rest
+    from pyspark.sql.streaming.datasource import ReadMinRows
+except ImportError:  # pragma: no cover
+    ReadMinRows = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
@@ -89,6 +94,10 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
+#: seconds ``reportLatestOffset`` keeps the queues' depths before asking the broker again:
+#: Spark asks after every trigger, about every 10 ms while a query is idle, and a passive
+#: queue.declare is a round trip per queue (measured: see docs/reading-patterns.md "Lag")
+LAG_REFRESH = 1.0
 
 
 def _with_framing(max_bytes: int) -> int:
@@ -173,6 +182,11 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
         self._server: PartitionServer | None = None  # serves big batches' partitions
         self._server_failed = False  # could not bind: every partition goes inline
+        #: reportLatestOffset's cache: (monotonic time, session id, {queue: received + depth})
+        self._depths: tuple[float, str, dict[str, int]] | None = None
+        o = self.options
+        self._pacer = (TriggerPacer(o.min_messages_per_trigger, o.max_trigger_delay)
+                       if getattr(o, "min_messages_per_trigger", None) else None)
 
     # Pickled to the executors: only the configuration travels, never sockets or buffers.
     def __getstate__(self) -> dict:
@@ -393,6 +407,34 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The zero offset of a new session (every queue at 0). No I/O."""
         return self._current_session().zero_offset().to_dict()
 
+    def reportLatestOffset(self) -> dict | None:
+        """The newest offset the queues hold: per queue, the deliveries received so far in
+        this session plus the queue's depth (its ready messages, passive ``queue.declare``),
+        in this session's offset shape. Spark shows it as the source's ``latestOffset`` in the
+        query progress, beside ``endOffset``: the difference is how many messages the query
+        is behind (:func:`spark_amqp.spark.lag.offsets_behind_latest`). The depths are asked
+        at most every ``LAG_REFRESH`` seconds (Spark calls this after every trigger). None
+        before the first connection or when the broker cannot be asked (never raises: the
+        progress is not worth failing the query)."""
+        s, c = self._session, self._consumer
+        if s is None or c is None or not c.is_open:
+            return None
+        now = time.monotonic()
+        cached = self._depths
+        if cached is None or cached[1] != s.id or now - cached[0] >= LAG_REFRESH:
+            depths_of = getattr(c, "queue_depths", None)
+            if depths_of is None:
+                return None
+            try:
+                depths = depths_of()
+            except Exception as e:  # noqa: BLE001 - the trigger's own calls handle losses
+                log.debug("amqp source: queue depths unavailable (%s)", e)
+                return None
+            cached = self._depths = (now, s.id, {q: b.received + depths.get(q, 0)
+                                                 for q, b in s.buffers.items()})
+        latest = {q: max(n, s.buffers[q].received) for q, n in cached[2].items()}
+        return SourceOffset.make(s.id, latest).to_dict()
+
     def getDefaultReadLimit(self):
         """``ReadMaxRows(maxMessagesPerTrigger)`` when that option is set, else
         ``ReadMaxBytes(maxBytesPerTrigger)`` (PySpark 4.2+; a Python source gets one built-in
@@ -481,11 +523,15 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start_off is not None:
             self._release(start_off)  # committed: no task needs those partitions again
         max_rows = None
+        min_rows = None  # a ReadMinRows from Spark (else the pacer's own minimum)
         max_bytes = self.options.max_bytes_per_trigger  # always: it bounds driver memory
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)
         elif ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
             max_bytes = min(max_bytes, int(limit.max_bytes))
+        elif ReadMinRows is not None and isinstance(limit, ReadMinRows):
+            min_rows = int(limit.min_rows)
+            max_rows = self.options.max_messages_per_trigger
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger  # 4.0/4.1: self-enforced cap
         retried = False
@@ -509,6 +555,8 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 want = self._wanted(max_rows, max_bytes)
                 if self._targets is not None:
                     want = self._wait_available_now(want, max_rows, max_bytes)
+                elif not self._paced_ready(want, max_rows, min_rows):
+                    return self._unchanged(start)
             except Exception as e:
                 self._fail_if_too_large(e, self._consumer)
                 if not _is_connection_error(e):
@@ -530,12 +578,41 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._targets is not None:
                     self._targets[q] = max(0, self._targets.get(q, 0) - n)
         self._stats["planned"] += total
+        if self._pacer is not None:
+            self._pacer.planned()
         resume = getattr(self._consumer, "resume_reading", None)
         if resume is not None:  # planned bytes no longer count against maxBufferedBytes
             resume()
         self._reconnect_deadline = None  # progress: a later loss gets its own reconnect time
         self._last_end = self._session.planned_offset().to_dict()
         return self._last_end
+
+    def _paced_ready(self, want: dict[str, int], max_rows: int | None,
+                     min_rows: int | None) -> bool:
+        """Pacing (``minMessagesPerTrigger``/``maxTriggerDelay`` or a ``ReadMinRows`` from
+        Spark, :mod:`.pacing`): may the batch ``want`` be planned now? Always True without a
+        minimum. The batch counts as full (it goes) when a cap cut it (``_byte_capped``, the
+        row cap), when the driver holds ``maxBufferedBytes`` (the socket is not read), or when
+        every queue's prefetch window is full (nothing more can arrive before an ack)."""
+        pacer = self._pacer
+        if pacer is None and min_rows is None:
+            return True
+        if pacer is None:
+            pacer = self._pacer = TriggerPacer(min_rows, self.options.max_trigger_delay)
+        o = self.options
+        bufs = self._session.buffers
+        available = sum(b.unplanned for b in bufs.values())
+        window = o.consumers_per_queue * o.prefetch_per_consumer  # 0 = unlimited
+        full = (self._byte_capped
+                or (max_rows is not None and sum(want.values()) >= max_rows)
+                or self._unplanned_bytes() >= o.max_buffered_bytes
+                or bool(window) and all(b.received - b.acked >= window for b in bufs.values()))
+        if not pacer.ready(available, full, min_rows):
+            return False
+        if pacer.reason != "minimum":
+            log.debug("amqp source: batch of %d messages planned below the minimum (%s)",
+                      available, pacer.reason)
+        return True
 
     def _unchanged(self, start: dict | None) -> dict:
         """"Nothing new": ``start`` itself, or on the 4.0/4.1 signature (no ``start``) the

@@ -21,13 +21,38 @@ startingTimestamp          ms since the epoch: start at the first       unset
                            chunk whose timestamp is at or after it
                            (RabbitMQ's granularity: a chunk, and one
                            second); exclusive with startingOffsets
+startingOffsetsByTimestamp JSON ``{"stream": ms}`` for every stream:     unset
+                           start each at the first chunk at or after
+                           its time; exclusive with startingOffsets
+                           and startingTimestamp
+startingOffsetsByTimestampStrategy                                      error
+                           no chunk at or after the time: ``error``
+                           fails the query (naming the stream) or
+                           ``latest`` starts at the tail. For
+                           startingTimestamp only when given (it
+                           started at the tail before, and still does)
 endingOffsets              batch reads only: ``latest`` | JSON          latest
+endingTimestamp            batch reads only: ms; each stream ends       unset
+                           before its first chunk at or after it
+                           (exclusive; no such chunk: the tail)
+endingOffsetsByTimestamp   batch reads only: JSON ``{"stream": ms}``    unset
+                           for every stream, as endingTimestamp
 failOnDataLoss             offsets the query still needs were removed   true
                            by retention: fail (naming the stream, the
                            wanted and the first retained offset);
                            false: skip them with a warning
 maxMessagesPerTrigger      cap of offsets per micro-batch, split        unset
                            fairly across streams (ReadMaxRows)
+minMessagesPerTrigger      pacing (Kafka's minOffsetsPerTrigger): no    unset (no pacing)
+                           batch until the tails are this many
+                           offsets ahead, or maxTriggerDelay has
+                           passed since the last batch, or
+                           maxMessagesPerTrigger is reached; never
+                           with Trigger.AvailableNow
+maxTriggerDelay            with minMessagesPerTrigger only: the         15m
+                           longest wait between batches when offsets
+                           are there (500ms, 30s, 15m, 1h; bare
+                           integer: ms)
 minPartitions              at least this many input partitions per      unset
                            batch (long ranges are split)
 maxMessagesPerPartition    at most this many offsets per input          50000
@@ -52,7 +77,7 @@ from typing import Any, Mapping
 
 from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
     parse_uri_option
-from ..option_values import OptionErrors, parse_bool, parse_float, parse_int, \
+from ..option_values import OptionErrors, parse_bool, parse_choice, parse_float, parse_int, \
     parse_names
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
@@ -67,7 +92,10 @@ DEFAULT_READ_TIMEOUT = 60.0
 
 STREAM_OPTIONS = {**{k.lower(): k for k in (
     "stream", "superStream", "startingOffsets", "startingTimestamp", "endingOffsets",
-    "failOnDataLoss", "maxMessagesPerTrigger", "minPartitions", "maxMessagesPerPartition",
+    "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "endingTimestamp",
+    "endingOffsetsByTimestamp",
+    "failOnDataLoss", "maxMessagesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay",
+    "minPartitions", "maxMessagesPerPartition",
     "prefetch", "includeHeaders", "readTimeout",
 )}, **CONNECTION_OPTIONS}
 
@@ -112,7 +140,29 @@ def parse_offsets_spec(key: str, raw: str | None, streams: tuple[str, ...] | Non
     return out
 
 
-def check_spec_streams(key: str, spec: dict, streams) -> None:
+def parse_timestamps_spec(key: str, raw: str | None, streams: tuple[str, ...] | None):
+    """Parse ``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``: None (absent) or a
+    dict ``{stream: ms}`` (ms since the epoch, integers >= 0) naming every stream of the source
+    (``streams``; None for a super stream: checked when the query starts). Raises
+    ``ValueError`` naming the option otherwise."""
+    if raw is None:
+        return None
+    allowed = 'a JSON object {"stream": ms since the epoch} (integers >= 0)'
+    try:
+        spec = json.loads(str(raw))
+    except ValueError:
+        raise _ERRORS.invalid(key, raw, allowed) from None
+    if not isinstance(spec, dict) or not spec or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in spec.values()):
+        raise _ERRORS.invalid(key, raw, allowed)
+    out = {str(k): v for k, v in spec.items()}
+    if streams is not None:
+        check_spec_streams(key, out, streams, hint="")
+    return out
+
+
+def check_spec_streams(key: str, spec: dict, streams,
+                       hint: str = " (use -2 for earliest, -1 for latest)") -> None:
     """Raise ``ValueError`` when the JSON offsets of option ``key`` do not name exactly the
     source's ``streams``."""
     extra = sorted(set(spec) - set(streams))
@@ -124,7 +174,7 @@ def check_spec_streams(key: str, spec: dict, streams) -> None:
             + (f"unknown stream(s) {', '.join(extra)}" if extra else "")
             + ("; " if extra and missing else "")
             + (f"missing stream(s) {', '.join(missing)}" if missing else "")
-            + ' (use -2 for earliest, -1 for latest).')
+            + hint + ".")
 
 
 @dataclass(frozen=True)
@@ -142,8 +192,18 @@ class StreamOptions:
     starting: Any = None
     starting_timestamp_ms: int | None = None
     ending: Any = None
+    #: {stream: ms} or None (startingOffsetsByTimestamp / endingOffsetsByTimestamp)
+    starting_by_timestamp: dict | None = None
+    #: "error" | "latest": no chunk at or after a starting time; None: not given
+    #: (startingTimestamp then starts at the tail, startingOffsetsByTimestamp fails)
+    starting_timestamp_strategy: str | None = None
+    ending_timestamp_ms: int | None = None
+    ending_by_timestamp: dict | None = None
     fail_on_data_loss: bool = True
     max_messages_per_trigger: int | None = None
+    #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay: float = 15 * 60.0
     min_partitions: int | None = None
     max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
     prefetch: int = DEFAULT_PREFETCH
@@ -204,17 +264,42 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     ending = parse_offsets_spec("endingOffsets", o.get("endingoffsets"), known)
     ts = parse_int(o, "startingTimestamp", _ERRORS, minimum=0,
                    note="milliseconds since the epoch")
-    if ts is not None and starting is not None:
-        raise ValueError("Options 'startingOffsets' and 'startingTimestamp' of the amqp "
+    by_ts = parse_timestamps_spec("startingOffsetsByTimestamp", o.get("startingoffsetsbytimestamp"),
+                                  known)
+    starts = [k for k, v in (("startingOffsets", starting), ("startingTimestamp", ts),
+                             ("startingOffsetsByTimestamp", by_ts)) if v is not None]
+    if len(starts) > 1:
+        raise ValueError(f"Options {' and '.join(repr(k) for k in starts)} of the amqp "
+                         "source are exclusive: give one of them.")
+    strategy = parse_choice(o, "startingOffsetsByTimestampStrategy", _ERRORS,
+                            ("error", "latest"))
+    if strategy is not None and ts is None and by_ts is None:
+        raise ValueError("Option 'startingOffsetsByTimestampStrategy' of the amqp source only "
+                         "applies with 'startingOffsetsByTimestamp' or 'startingTimestamp'.")
+    end_ts = parse_int(o, "endingTimestamp", _ERRORS, minimum=0,
+                       note="milliseconds since the epoch")
+    end_by_ts = parse_timestamps_spec("endingOffsetsByTimestamp",
+                                      o.get("endingoffsetsbytimestamp"), known)
+    ends = [k for k, v in (("endingOffsets", ending), ("endingTimestamp", end_ts),
+                           ("endingOffsetsByTimestamp", end_by_ts)) if v is not None]
+    if len(ends) > 1:
+        raise ValueError(f"Options {' and '.join(repr(k) for k in ends)} of the amqp "
                          "source are exclusive: give one of them.")
     prefetch = parse_int(o, "prefetch", _ERRORS, minimum=1, maximum=65535,
                          default=DEFAULT_PREFETCH, note="basic.qos prefetch-count")
     read_timeout = parse_float(o, "readTimeout", _ERRORS, default=DEFAULT_READ_TIMEOUT)
+    max_trigger = parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1)
+    from .options import parse_pacing
+
+    min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
     return StreamOptions(
         uri=uri, streams=streams, super_stream=super_stream, starting=starting,
-        starting_timestamp_ms=ts, ending=ending,
+        starting_timestamp_ms=ts, ending=ending, starting_by_timestamp=by_ts,
+        starting_timestamp_strategy=strategy, ending_timestamp_ms=end_ts,
+        ending_by_timestamp=end_by_ts,
         fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
-        max_messages_per_trigger=parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1),
+        max_messages_per_trigger=max_trigger, min_messages_per_trigger=min_trigger,
+        max_trigger_delay=max_delay,
         min_partitions=parse_int(o, "minPartitions", _ERRORS, minimum=1),
         max_messages_per_partition=parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
                                              default=DEFAULT_MAX_PER_PARTITION),

@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from .pacing import TriggerPacer
 from .stream_offsets import StreamOffset, plan_ends, split_ranges
 from .stream_options import EARLIEST, LATEST, StreamOptions, check_spec_streams
 
@@ -43,6 +44,10 @@ except ImportError:  # pragma: no cover - PySpark 4.0/4.1
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder on PySpark < 4.2."""
+try:  # PySpark >= 4.2
+    from pyspark.sql.streaming.datasource import ReadMinRows
+except ImportError:  # pragma: no cover
+    ReadMinRows = None  # type: ignore[assignment,misc]
 
 __all__ = ["AmqpStreamSourceReader", "AmqpStreamBatchReader", "StreamRangePartition"]
 
@@ -98,6 +103,10 @@ class _Planner:
                 for key, spec in (("startingOffsets", o.starting), ("endingOffsets", o.ending)):
                     if isinstance(spec, dict):
                         check_spec_streams(key, spec, self._streams)
+                for key, spec in (("startingOffsetsByTimestamp", o.starting_by_timestamp),
+                                  ("endingOffsetsByTimestamp", o.ending_by_timestamp)):
+                    if spec is not None:
+                        check_spec_streams(key, spec, self._streams, hint="")
             else:
                 for s in o.streams:
                     self.probe().check_exists(s)
@@ -118,8 +127,16 @@ class _Planner:
         out: dict[str, int] = {}
         earliest, latest = [], []
         for s in self.streams():
-            if what == "start" and o.starting_timestamp_ms is not None and spec is None:
-                off = self.probe().at_timestamp(s, o.starting_timestamp_ms, EXACT_WAIT)
+            ms = self._time_of(s, what) if spec is None else None
+            if ms is not None:
+                off = self.probe().at_timestamp(s, ms, EXACT_WAIT)
+                if off is None and what == "start" and self._strict_start():
+                    key = ("startingOffsetsByTimestamp" if o.starting_by_timestamp is not None
+                           else "startingTimestamp")
+                    raise ValueError(
+                        f"Stream {s!r} has no chunk at or after {ms} ms (option '{key}'): its "
+                        "last message is older, or it is empty. Give an earlier time, or set "
+                        "startingOffsetsByTimestampStrategy=latest to start at the tail.")
                 out[s] = off if off is not None else (self.tail(s, True) or 0)
                 continue
             v = spec if spec is not None else default
@@ -136,6 +153,25 @@ class _Planner:
         if latest:
             out.update((s, t or 0) for s, t in self.tails(latest, True).items())
         return {s: out[s] for s in self.streams()}
+
+    def _time_of(self, stream: str, what: str) -> int | None:
+        """The time (ms) a start or end is given by for ``stream``, or None."""
+        o = self.options
+        if what == "start":
+            by, one = o.starting_by_timestamp, o.starting_timestamp_ms
+        else:
+            by, one = o.ending_by_timestamp, o.ending_timestamp_ms
+        return by[stream] if by is not None else one
+
+    def _strict_start(self) -> bool:
+        """Kafka's ``startingOffsetsByTimestampStrategy``: ``error`` (the default with
+        ``startingOffsetsByTimestamp``) fails when a stream has nothing at or after its
+        time; ``latest`` starts at the tail (and ``startingTimestamp`` without the strategy
+        does so, as before the strategy existed)."""
+        o = self.options
+        if o.starting_timestamp_strategy is not None:
+            return o.starting_timestamp_strategy == "error"
+        return o.starting_by_timestamp is not None
 
     def close(self) -> None:
         p, self._probe = self._probe, None
@@ -157,8 +193,12 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     """
 
     def __init__(self, options: StreamOptions, probe_factory=None):
-        if options.ending is not None:
-            raise ValueError("Option 'endingOffsets' of the amqp source is for batch reads "
+        ending = [k for k, v in (("endingOffsets", options.ending),
+                                 ("endingTimestamp", options.ending_timestamp_ms),
+                                 ("endingOffsetsByTimestamp", options.ending_by_timestamp))
+                  if v is not None]
+        if ending:
+            raise ValueError(f"Option '{ending[0]}' of the amqp source is for batch reads "
                              "(spark.read) only; a streaming query runs until it is stopped "
                              "(use trigger(availableNow=True) to read what is there and stop).")
         self.options = options
@@ -171,6 +211,9 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._targets: dict[str, int] | None = None
         self._next_probe = 0.0
         self._stats = {"triggers": 0, "probes": 0, "planned": 0}
+        o = self.options
+        self._pacer = (TriggerPacer(o.min_messages_per_trigger, o.max_trigger_delay)
+                       if o.min_messages_per_trigger else None)
 
     def __getstate__(self) -> dict:
         return {"options": self.options, "_probe_factory": self._probe_factory}
@@ -238,14 +281,28 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if unknown:  # streams the checkpoint does not know: from their first offsets
             st.update((s, f or 0) for s, f in
                       self._planner.probe().firsts(unknown, EXACT_WAIT).items())
-        max_rows = None
+        max_rows = min_rows = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = int(limit.max_rows)
+        elif ReadMinRows is not None and isinstance(limit, ReadMinRows):
+            min_rows = int(limit.min_rows)
+            max_rows = self.options.max_messages_per_trigger
         elif limit is None and start is None:
             max_rows = self.options.max_messages_per_trigger
         self._probe_tails()
         end = plan_ends(st, self._tails, max_rows, self._targets)
-        self._stats["planned"] += sum(end[s] - st[s] for s in end)
+        planned = sum(end[s] - st[s] for s in end)
+        if self._targets is None and (self._pacer is not None or min_rows is not None):
+            # pacing (never under Trigger.AvailableNow): the offsets ahead of start
+            if self._pacer is None:
+                self._pacer = TriggerPacer(min_rows, self.options.max_trigger_delay)
+            ahead = sum(max(0, self._tails.get(s, 0) - st[s]) for s in st)
+            full = max_rows is not None and planned >= max_rows
+            if not self._pacer.ready(ahead, full, min_rows):
+                return StreamOffset.make(st).to_dict()
+        if planned and self._pacer is not None:
+            self._pacer.planned()
+        self._stats["planned"] += planned
         return StreamOffset.make(end).to_dict()
 
     def reportLatestOffset(self):

@@ -1,0 +1,130 @@
+"""Lag in the progress (issue 29): queue mode's reportLatestOffset (deliveries + queue depth,
+cached) and :func:`spark_amqp.offsets_behind_latest` over real progress events of both modes,
+on both brokers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from source_helpers import declare, delete, publish, wait_until
+from stream_helpers import declare_stream
+from spark_amqp import offsets_behind_latest
+from spark_amqp.spark.source import reader as reader_mod
+from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.reader import AmqpStreamReader
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from source_fakes import FakeBroker
+
+
+def test_helper_on_progress_json_of_both_modes_and_others():
+    progress = {"sources": [
+        {"description": "amqp", "endOffset": {"queues": {"a": 10, "b": 4}, "session": "s"},
+         "latestOffset": {"queues": {"a": 25, "b": 4}, "session": "s"}},
+        {"description": "amqp", "endOffset": '{"streams": {"x": 100, "y": 7}}',
+         "latestOffset": '{"streams": {"x": 130, "y": 9}}'},
+        {"description": "amqp", "endOffset": {"queues": {"a": 1}, "session": "old"},
+         "latestOffset": {"queues": {"a": 9}, "session": "new"}},
+        {"description": "kafka", "endOffset": {"t": {"0": 5}}, "latestOffset": None},
+    ]}
+    a, b, c, d = offsets_behind_latest(json.dumps(progress))
+    assert a == {"minOffsetsBehindLatest": 0, "maxOffsetsBehindLatest": 15,
+                 "avgOffsetsBehindLatest": 7.5, "offsetsBehindLatest": {"a": 15, "b": 0}}
+    assert b["offsetsBehindLatest"] == {"x": 30, "y": 2} and b["avgOffsetsBehindLatest"] == 16
+    assert c is None and d is None
+    assert offsets_behind_latest(progress)[0] == a
+    with pytest.raises(TypeError):
+        offsets_behind_latest(42)
+
+
+def test_report_latest_offset_adds_the_depth_and_caches_it(monkeypatch):
+    broker = FakeBroker(["a"])
+    for i in range(30):
+        broker.publish("a", b"x")
+    r = AmqpStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
+                         consumer_factory=broker.factory)
+    assert r.reportLatestOffset() is None              # not connected: nothing to say
+    calls = []
+
+    def depths(self=None):
+        calls.append(1)
+        return {"a": len(broker.ready["a"])}
+
+    s = r.initialOffset()
+    e = r.latestOffset(s, ReadMaxRows(5))
+    broker.consumers[0].queue_depths = depths
+    latest = r.reportLatestOffset()
+    assert latest["queues"] == {"a": 30} and latest["session"] == e["session"]
+    assert offsets_behind_latest({"sources": [{"endOffset": e, "latestOffset": latest}]}
+                                 )[0]["maxOffsetsBehindLatest"] == 25
+    for _ in range(100):                               # Spark's idle polling: cached
+        r.reportLatestOffset()
+    assert len(calls) == 1
+    monkeypatch.setattr(reader_mod, "LAG_REFRESH", 0.0)
+    r.reportLatestOffset()
+    assert len(calls) == 2
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["queue", "stream"])
+def test_lag_from_real_progress_events(spark, broker_url, unique, tmp_path, mode):
+    """A listener gets the progress events of a query capped at 10 rows a batch while 60
+    messages arrive: the helper shows the lag, and it agrees with the events' offsets."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    name = unique("lag")
+    events = []
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            events.append(event.progress)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    r = spark.readStream.format("amqp").option("uri", broker_url)
+    if mode == "queue":
+        declare(broker_url, name)
+        r = r.option("queue", name)
+    else:
+        declare_stream(broker_url, name)
+        r = r.option("stream", name)
+    listener = Listener()
+    spark.streams.addListener(listener)
+    sq = (r.option("maxMessagesPerTrigger", 10).load().writeStream.format("noop")
+          .trigger(processingTime="500 milliseconds")
+          .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        wait_until(lambda: sq.status["message"] == "Waiting for data to arrive"
+                   or (not sq.isActive and _failed(sq)), 180, what="the query to run")
+        publish(broker_url, name, [b"m%d" % i for i in range(60)])   # during the query
+        wait_until(lambda: sum(p.numInputRows for p in events if str(p.id) == str(sq.id)) >= 60
+                   or (not sq.isActive and _failed(sq)), 180, what="60 rows")
+    finally:
+        sq.stop()
+        spark.streams.removeListener(listener)
+        delete(broker_url, name)
+    mine = [p for p in events if str(p.id) == str(sq.id) and p.numInputRows > 0]
+    lags = [offsets_behind_latest(p)[0] for p in mine]
+    assert all(x is not None for x in lags), [p.json for p in mine]
+    for p, lag in zip(mine, lags):   # the figures are latestOffset - endOffset, per queue
+        src = p.sources[0]
+        end, latest = (x if isinstance(x, dict) else json.loads(x)
+                       for x in (src.endOffset, src.latestOffset))
+        key = "queues" if mode == "queue" else "streams"
+        assert lag["offsetsBehindLatest"] == {k: latest[key][k] - end[key].get(k, 0)
+                                              for k in latest[key]}
+    assert max(x["maxOffsetsBehindLatest"] for x in lags) >= 10   # behind while it caught up
+    assert lags[-1]["maxOffsetsBehindLatest"] == 0                 # caught up: nothing newer
+
+
+def _failed(sq):
+    raise AssertionError(f"the streaming query stopped: {sq.exception()}")
