@@ -373,7 +373,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         major, minor = (8, 0) if header.version == "0-8" else (0, 9)
         self.state = "start-ok"
-        from .. import __version__
+        from .._version import __version__
         props = {
             "product": "spark-amqp embedded broker", "version": __version__,
             "platform": "Python/asyncio", "copyright": "spark-amqp contributors",
