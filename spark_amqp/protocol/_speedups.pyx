@@ -818,3 +818,89 @@ def scan_publish(bytes buf, Py_ssize_t args, Py_ssize_t mend, Py_ssize_t n, int 
     ev.properties = PyBytes_FromStringAndSize(<const char*>p + h + 19, hend - h - 19)
     ev.body = body
     return ev, end
+
+
+# ------------------------------------------------------------------ the broker's deliveries
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+
+
+cdef inline void _put_u64(unsigned char* d, unsigned long long v) noexcept:
+    cdef int i
+    for i in range(7, -1, -1):
+        d[i] = v & 0xFF
+        v >>= 8
+
+
+cdef inline unsigned char* _grow(bytearray out, Py_ssize_t k) except NULL:
+    """Room for ``k`` more bytes at the end of ``out`` (amortised growth); where they start."""
+    cdef Py_ssize_t n = PyByteArray_GET_SIZE(out)
+    if PyByteArray_Resize(out, n + k) < 0:
+        return NULL
+    return <unsigned char*>PyByteArray_AS_STRING(out) + n
+
+
+cdef inline unsigned char* _put(unsigned char* d, bytes b) noexcept:
+    cdef Py_ssize_t k = PyBytes_GET_SIZE(b)
+    memcpy(d, PyBytes_AS_STRING(b), k)
+    return d + k
+
+
+def append_deliver(bytearray out, bytes pre, unsigned long long tag, bint redelivered,
+                   bytes post, body):
+    """server_frames._append_deliver, compiled: the same bytes appended to ``out``."""
+    if type(body) is not bytes:
+        out += pre
+        out += _pack_qb(tag, redelivered)
+        out += post
+        out += body
+        out += b"\xce"
+        return
+    cdef Py_ssize_t k = (PyBytes_GET_SIZE(pre) + 9 + PyBytes_GET_SIZE(post)
+                         + PyBytes_GET_SIZE(<bytes>body) + 1)
+    cdef unsigned char* d = _grow(out, k)
+    d = _put(d, pre)
+    _put_u64(d, tag)
+    d[8] = 1 if redelivered else 0
+    d = _put(d + 9, post)
+    d = _put(d, <bytes>body)
+    d[0] = 0xCE
+
+
+def append_stream_deliver(bytearray out, bytes pre, unsigned long long tag, bytes mid,
+                          long long offset, bytes post, body):
+    """server_frames._append_stream_deliver, compiled: the same bytes appended to ``out``."""
+    if type(body) is not bytes:
+        out += pre
+        out += _pack_qb(tag, False)
+        out += mid
+        out += _pack_u64(<unsigned long long>offset)
+        out += post
+        out += body
+        out += b"\xce"
+        return
+    cdef Py_ssize_t k = (PyBytes_GET_SIZE(pre) + 9 + PyBytes_GET_SIZE(mid) + 8
+                         + PyBytes_GET_SIZE(post) + PyBytes_GET_SIZE(<bytes>body) + 1)
+    cdef unsigned char* d = _grow(out, k)
+    d = _put(d, pre)
+    _put_u64(d, tag)
+    d[8] = 0
+    d = _put(d + 9, mid)
+    _put_u64(d, <unsigned long long>offset)
+    d = _put(d + 8, post)
+    d = _put(d, <bytes>body)
+    d[0] = 0xCE
+
+
+cdef bytes _pack_qb(unsigned long long tag, bint redelivered):
+    cdef unsigned char b[9]
+    _put_u64(b, tag)
+    b[8] = 1 if redelivered else 0
+    return PyBytes_FromStringAndSize(<char*>b, 9)
+
+
+cdef bytes _pack_u64(unsigned long long v):
+    cdef unsigned char b[8]
+    _put_u64(b, v)
+    return PyBytes_FromStringAndSize(<char*>b, 8)
+
