@@ -904,3 +904,72 @@ cdef bytes _pack_u64(unsigned long long v):
     _put_u64(b, v)
     return PyBytes_FromStringAndSize(<char*>b, 8)
 
+
+# ------------------------------------------------------------- a whole content message
+
+cdef object _METHODS = None  # spec.METHODS: method index -> generated class
+
+
+def setup_message(methods):
+    """Give the module the method classes by index (called once by frames.py)."""
+    global _METHODS
+    _METHODS = methods
+
+
+def content_messages(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
+                     append):
+    """``Decoder._parse``'s steps for whole content messages from ``buf[pos:n]`` on, compiled:
+    each ``(ContentMessage, offset after it)`` of :func:`content_message_at` is passed to
+    ``append(message)``, until one is not there; returns the offset after the last (``pos``
+    if none). Exceptions from ``append`` propagate."""
+    cdef object r
+    while True:
+        r = content_message_at(buf, pos, n, fmax8_limit, max_body_limit)
+        if r is None:
+            return pos
+        append((<tuple>r)[0])
+        pos = (<tuple>r)[1]
+
+
+cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit,
+                                max_body_limit):
+    """``Decoder._parse``'s step for a whole content message at ``buf[pos:n]``, compiled: a
+    method frame of a content method (basic.deliver, get-ok, return, publish) on a channel
+    other than 0, its content header frame and a single body frame carrying the whole body
+    (or none for an empty body), all complete and well formed. Returns ``(ContentMessage,
+    offset after them)``; ``None`` for anything else, or on any error (the pure-Python loop
+    then decodes the same bytes and raises its typed error)."""
+    cdef Py_ssize_t fmax8, max_body
+    if pos < 0 or n > PyBytes_GET_SIZE(buf) or n - pos < 33:
+        return None
+    try:
+        fmax8 = fmax8_limit
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
+        return None
+    if max_body < 0:
+        return None
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    if p[pos] != 1:
+        return None
+    cdef int channel = (<int>p[pos + 1] << 8) | p[pos + 2]
+    cdef Py_ssize_t size = <Py_ssize_t>_u32(p, pos + 3)
+    if not channel or size < 4 or size > fmax8:
+        return None
+    cdef Py_ssize_t end = pos + 7 + size
+    if end >= n or p[end] != 206:
+        return None
+    cls = _METHODS.get(_u32(p, pos + 7))
+    if cls is None or not cls.has_content:
+        return None
+    cdef Py_ssize_t hend, bend
+    try:
+        body = _header_and_body(p, end + 1, n, channel, cls.CLASS_ID, fmax8,
+                                <unsigned long long>max_body, &hend, &bend)
+        if body is None:
+            return None
+        method = cls.decode(buf, pos + 11, end)
+        props = decode_properties(buf, end + 20, hend)
+    except Exception:
+        return None
+    return _CM(channel, method, props, body), bend

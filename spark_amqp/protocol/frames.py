@@ -326,6 +326,19 @@ def _scan_fast(speedups):
 
 _SCAN_DELIVERIES = _scan_fast(SPEEDUPS)
 
+
+def _message_fast(speedups):
+    """The compiled step of :meth:`Decoder._parse` for a whole content message
+    (``_speedups.content_message_at``), or ``None`` for pure Python."""
+    if speedups is None or not hasattr(speedups, "content_message_at"):
+        return None
+    speedups.setup_frames(ContentMessage)
+    speedups.setup_message(METHODS)
+    return speedups.content_messages
+
+
+_MESSAGE_FAST = _message_fast(SPEEDUPS)
+
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
 
@@ -638,10 +651,20 @@ class Decoder:
         One loop over the frames; a content method whose header and single body frame are
         already in ``buf`` is assembled in place (the common case) without per-channel state.
         """
-        pos = 0
         n = len(buf)
         fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending
+        # the compiled steps for whole content messages, where no per-channel state or raw
+        # mode can change how they decode (else the loop below, frame by frame)
+        whole = (_MESSAGE_FAST if not self.raw_content and not self.raw_channels
+                 and self.on_content is None else None)
+        if whole is not None and not pending:
+            pos = whole(buf, 0, n, fmax8, self.max_body_size, append)
+            if pos == n:
+                self._need = 7
+                return pos
+        else:
+            pos = 0
         new = _new
         decoders = _DECODERS
         content_fast = _CONTENT_FAST
