@@ -973,3 +973,128 @@ cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_l
     except Exception:
         return None
     return _CM(channel, method, props, body), bend
+
+
+# ------------------------------------------------------------- encoding a content message
+
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+
+
+cdef inline void _put_u32(unsigned char* d, unsigned long v) noexcept:
+    d[0] = (v >> 24) & 0xFF
+    d[1] = (v >> 16) & 0xFF
+    d[2] = (v >> 8) & 0xFF
+    d[3] = v & 0xFF
+
+
+def encode_content(int channel, method, bytes props, body, frame_max):
+    """``frames.encode_message``'s common case, compiled: the method frame of ``method`` (its
+    arguments bits, octets, shorts, longs, long-longs and short strings of exact types within
+    range), the content header with ``props`` (encoded flags and list) and the body in one
+    body frame (none when empty). Returns the bytes, or ``None`` for anything else (a body
+    split over frames, a table or long string argument, a value out of range or of another
+    type): the pure-Python encoder then encodes it or raises its typed error."""
+    if type(body) is not bytes or channel < 0 or channel > 65535:
+        return None
+    cdef Py_ssize_t blen = PyBytes_GET_SIZE(<bytes>body), fmax
+    try:
+        fmax = frame_max
+    except (OverflowError, TypeError):
+        return None
+    if fmax and blen > fmax - 8:
+        return None
+    cls = type(method)
+    wire_attr = getattr(cls, "_wire", None)
+    names_attr = getattr(cls, "__slots__", None)
+    if type(wire_attr) is not tuple or type(names_attr) is not tuple:
+        return None
+    cdef tuple wire = wire_attr
+    cdef tuple names = names_attr
+    cdef unsigned char args[2048]
+    cdef Py_ssize_t a = 0, k, i, nw = len(wire)
+    cdef int code, bit = 8
+    cdef const char* s
+    cdef unsigned long long u
+    if len(names) != nw:
+        return None
+    for i in range(nw):
+        code = <int>wire[i]
+        v = getattr(method, <str>names[i], None)
+        if code == W_BIT:
+            if v is not True and v is not False:
+                return None
+            if bit == 8:
+                args[a] = 0
+                a += 1
+                bit = 0
+            if v is True:
+                args[a - 1] |= (1 << bit)
+            bit += 1
+            continue
+        bit = 8
+        if code == W_SHORTSTR:
+            if type(v) is not str:
+                return None
+            s = PyUnicode_AsUTF8AndSize(v, &k)
+            if k > 255:
+                return None
+            args[a] = <unsigned char>k
+            memcpy(args + a + 1, s, k)
+            a += 1 + k
+            continue
+        if type(v) is not int:
+            return None
+        try:
+            u = v
+        except OverflowError:
+            return None
+        if code == W_OCTET and u <= 0xFF:
+            args[a] = <unsigned char>u
+            a += 1
+        elif code == W_SHORT and u <= 0xFFFF:
+            args[a] = (u >> 8) & 0xFF
+            args[a + 1] = u & 0xFF
+            a += 2
+        elif code == W_LONG and u <= 0xFFFFFFFF:
+            _put_u32(args + a, <unsigned long>u)
+            a += 4
+        elif code == W_LONGLONG:
+            _put_u64(args + a, u)
+            a += 8
+        else:
+            return None
+    cdef Py_ssize_t plen = PyBytes_GET_SIZE(props)
+    cdef Py_ssize_t total = 12 + a + 19 + plen + 1 + (8 + blen if blen else 0)
+    cdef unsigned int class_id = cls.CLASS_ID, method_id = cls.METHOD_ID
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* d = <unsigned char*>PyBytes_AS_STRING(out)
+    d[0] = 1
+    d[1] = (channel >> 8) & 0xFF
+    d[2] = channel & 0xFF
+    _put_u32(d + 3, <unsigned long>(4 + a))
+    d[7] = (class_id >> 8) & 0xFF
+    d[8] = class_id & 0xFF
+    d[9] = (method_id >> 8) & 0xFF
+    d[10] = method_id & 0xFF
+    memcpy(d + 11, args, a)
+    d += 11 + a
+    d[0] = 0xCE
+    d[1] = 2
+    d[2] = (channel >> 8) & 0xFF
+    d[3] = channel & 0xFF
+    _put_u32(d + 4, <unsigned long>(12 + plen))
+    d[8] = (class_id >> 8) & 0xFF
+    d[9] = class_id & 0xFF
+    d[10] = 0
+    d[11] = 0
+    _put_u64(d + 12, <unsigned long long>blen)
+    d = _put(d + 20, props)
+    if blen:
+        d[0] = 0xCE
+        d[1] = 3
+        d[2] = (channel >> 8) & 0xFF
+        d[3] = channel & 0xFF
+        _put_u32(d + 4, <unsigned long>blen)
+        d = _put(d + 8, <bytes>body)
+    d[0] = 0xCE
+    return out

@@ -339,6 +339,15 @@ def _message_fast(speedups):
 
 _MESSAGE_FAST = _message_fast(SPEEDUPS)
 
+
+def _encode_fast(speedups):
+    """The compiled common case of :func:`encode_message` (``_speedups.encode_content``), or
+    ``None`` for pure Python."""
+    return getattr(speedups, "encode_content", None) if speedups is not None else None
+
+
+_ENCODE_FAST = _encode_fast(SPEEDUPS)
+
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
 
@@ -410,6 +419,10 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     Raises AMQPSyntaxError (502) for unencodable fields, ValueError for a frame_max < 9.
     """
     props = properties.encode() if properties is not None else b"\x00\x00"
+    if _ENCODE_FAST is not None and props.__class__ is bytes:
+        data = _ENCODE_FAST(channel, method, props, body, frame_max)
+        if data is not None:
+            return data
     blen = len(body)
     # frame-end octets are packed together with the next frame's header
     mid = END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
