@@ -106,7 +106,7 @@ cdef dict _table(bytes buf, const unsigned char* p, Py_ssize_t* pos, Py_ssize_t 
     return result
 
 
-def decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
+cpdef object decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
     """``properties.decode_properties`` (same arguments, result and errors), compiled."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off + 2 > end:
         return _py_decode(buf, off, end)
@@ -327,7 +327,7 @@ def setup_methods(decode_table):
     _decode_table = decode_table
 
 
-def decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
+cpdef object decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
     """``cls.decode`` of a generated method class (same arguments, result and errors),
     compiled; anything unusual goes to the pure-Python ``cls._py_decode``."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off > end:
@@ -968,11 +968,16 @@ cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_l
                                 <unsigned long long>max_body, &hend, &bend)
         if body is None:
             return None
-        method = cls.decode(buf, pos + 11, end)
+        method = decode_method(cls, buf, pos + 11, end)  # cls.decode, compiled (spec.py)
         props = decode_properties(buf, end + 20, hend)
     except Exception:
         return None
-    return _CM(channel, method, props, body), bend
+    ev = _new(_CM)
+    ev.channel = channel
+    ev.method = method
+    ev.properties = props
+    ev.body = body
+    return ev, bend
 
 
 # ------------------------------------------------------------- encoding a content message

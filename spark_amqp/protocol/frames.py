@@ -621,7 +621,20 @@ class Decoder:
         try:
             append = events.append if emit is None else emit
             if self._header_done:
-                pos = self._parse(buf, append, emit_method)
+                whole = _MESSAGE_FAST  # None in pure Python: one test
+                if (whole is not None and not self._pending and not self.raw_content
+                        and not self.raw_channels and self.on_content is None):
+                    # the compiled steps for whole content messages, where no per-channel
+                    # state or raw mode changes how they decode; the frame loop after them
+                    n = len(buf)
+                    pos = whole(buf, 0, n, (self.frame_max or (1 << 40)) - 8,
+                                self.max_body_size, append)
+                    if pos != n:
+                        pos = self._parse(buf, append, emit_method, pos)
+                    else:
+                        self._need = 7  # as _parse leaves it after whole frames
+                else:
+                    pos = self._parse(buf, append, emit_method)
             else:
                 pos = self._parse_header(buf, append, emit_method)
         except AMQPError as exc:
@@ -657,9 +670,9 @@ class Decoder:
             return 8
         return 8 + self._parse(buf[8:], append, emit_method)
 
-    def _parse(self, buf: bytes, append, emit_method=None) -> int:
-        """Decode complete frames from ``buf``, passing each event to ``append``; return the
-        bytes consumed.
+    def _parse(self, buf: bytes, append, emit_method=None, pos: int = 0) -> int:
+        """Decode complete frames from ``buf[pos:]``, passing each event to ``append``; return
+        the offset after the last complete frame.
 
         One loop over the frames; a content method whose header and single body frame are
         already in ``buf`` is assembled in place (the common case) without per-channel state.
@@ -667,17 +680,6 @@ class Decoder:
         n = len(buf)
         fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending
-        # the compiled steps for whole content messages, where no per-channel state or raw
-        # mode can change how they decode (else the loop below, frame by frame)
-        whole = (_MESSAGE_FAST if not self.raw_content and not self.raw_channels
-                 and self.on_content is None else None)
-        if whole is not None and not pending:
-            pos = whole(buf, 0, n, fmax8, self.max_body_size, append)
-            if pos == n:
-                self._need = 7
-                return pos
-        else:
-            pos = 0
         new = _new
         decoders = _DECODERS
         content_fast = _CONTENT_FAST
