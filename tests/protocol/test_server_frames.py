@@ -35,7 +35,7 @@ def _ss(s: str) -> bytes:
     return bytes((len(b),)) + b
 
 
-def _decoded(data: bytes, frame_max: int) -> list:
+def _decoded(data: bytes) -> list:
     """The events of ``data`` (the decoder's frame_max bounds every frame; the encoder's only
     splits bodies: decoded at the default size, which the small methods fit)."""
     return Decoder().feed(data)
@@ -68,7 +68,7 @@ def test_deliver_as_the_codec_encodes_it(ch, ctag, tag, red, exchange, rk, props
             out = bytearray(before)
             append(out, pre, tag, red, post, body)
             assert bytes(out) == before + want
-    _same_message(_decoded(want, frame_max), ch, method, props, body)
+    _same_message(_decoded(want), ch, method, props, body)
 
 
 @PROPS
@@ -81,7 +81,7 @@ def test_get_ok_as_the_codec_encodes_it(ch, tag, red, exchange, rk, count, props
     sf.content_frames(out, ch, sf.get_ok_payload(tag, red, _ss(exchange) + _ss(rk), count),
                       props.encode(), body, frame_max)
     assert bytes(out) == encode_message(ch, method, props, body, frame_max)
-    _same_message(_decoded(bytes(out), frame_max), ch, method, props, body)
+    _same_message(_decoded(bytes(out)), ch, method, props, body)
 
 
 @PROPS
@@ -93,7 +93,7 @@ def test_return_as_the_codec_encodes_it(ch, code, text, exchange, rk, props, bod
     sf.content_frames(out, ch, sf.return_payload(code, text, _ss(exchange) + _ss(rk)),
                       props.encode(), body, frame_max)
     assert bytes(out) == encode_message(ch, method, props, body, frame_max)
-    _same_message(_decoded(bytes(out), frame_max), ch, method, props, body)
+    _same_message(_decoded(bytes(out)), ch, method, props, body)
 
 
 @PROPS
@@ -104,7 +104,7 @@ def test_method_frame_as_the_codec_encodes_it(ch, method):
     if method.CLASS_ID == 60 and method.NAME in ("basic.publish", "basic.deliver",
                                                   "basic.get-ok", "basic.return"):
         return  # content methods: a content header follows, not decodable alone
-    [ev] = _decoded(data, 0)
+    [ev] = _decoded(data)
     assert isinstance(ev, MethodFrame) and ev.channel == ch
     assert type(ev.method) is type(method)
 
@@ -123,7 +123,7 @@ def test_stream_deliver_carries_its_offset(ch, ctag, tag, exchange, rk, props, b
         out = bytearray(b"x")
         append(out, pre, tag, mid, offset, post, body)
         assert bytes(out) == b"x" + want
-    [ev] = _decoded(bytes(want), 0)
+    [ev] = _decoded(bytes(want))
     assert ev.method.delivery_tag == tag and bytes(ev.body) == body
     assert ev.properties.headers["x-stream-offset"] == offset
 
@@ -168,5 +168,5 @@ def test_a_deliver_split_over_body_frames():
     out = bytearray()
     sf.deliver_frames(out, 3, _ss("c"), 7, True, _ss("x") + _ss("k"), props.encode(), body, 100)
     assert out.count(b"\x03\x00\x03\x00\x00\x00\x5c") == len(body) // 92  # body frames of 92
-    _same_message(_decoded(bytes(out), 100), 3, spec.Basic.Deliver("c", 7, True, "x", "k"),
+    _same_message(_decoded(bytes(out)), 3, spec.Basic.Deliver("c", 7, True, "x", "k"),
                   props, body)
