@@ -1,6 +1,7 @@
 """spark-amqp: a PySpark Structured Streaming connector for AMQP 0-9-1 (RabbitMQ).
 May import: spark_amqp.spark and spark_amqp.broker, only lazily (``register``, ``__getattr__``).
-Imported by: users and the applications; the lower layers read only its ``__version__``.
+Imported by: users and the applications; the lower layers import none of it
+(they read the version from :mod:`spark_amqp._version`, which imports nothing).
 
 Layers, each depending only on the ones before it:
 
@@ -19,7 +20,7 @@ Heavy imports (pyspark, the broker) happen lazily so that importing the package 
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["register", "EmbeddedBroker", "AmqpDataSource", "offsets_behind_latest",
            "__version__"]

@@ -11,8 +11,10 @@ neither; ``datasource`` and ``import_guard`` are the entry point over both.
 
 The graph is read from the source with :mod:`ast` (no module is imported), counting every
 ``import`` wherever it stands: an import inside a function is still a dependency, only a later
-one. ``from spark_amqp import __version__`` (the top-level package as the version's holder) is
-not an edge: that ``__init__`` imports nothing at module level.
+one. The package root (``spark_amqp``: ``register`` and the lazy
+``EmbeddedBroker``) stands over the library (``spark``, ``broker``) and under the applications
+(``cli``, ``jobs``, ``bench``) that use it, and ``spark_amqp._version`` (which imports nothing)
+below them all: the layers read the version there, never from the root.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ RANK = {
     # publishing; the benchmarks measure everything below them, the job included
     "cli": 3, "jobs": 4, "bench": 5,
 }
+#: modules outside the subpackages: the version at the ground floor, the root over the library
+GROUND, ROOT_MODULE = "spark_amqp._version", "spark_amqp"
 
 #: the edges against the layer order that are there by design (importer module, imported
 #: module), each with its reason. Anything not listed fails the test, and so does a listed edge
@@ -87,8 +91,6 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if mod.split(".")[0] != "spark_amqp":
                 continue
             names = [a.name for a in node.names]
-            if mod == "spark_amqp" and names == ["__version__"]:
-                continue  # the version's holder, see the module docstring
             for n in names:
                 add(f"{mod}.{n}" if f"{mod}.{n}" in modules else mod)
     return out
@@ -100,7 +102,19 @@ def graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, modules) for name, path in modules.items()}
 
 
+def _rank(module: str) -> float | None:
+    """The layer of ``module`` (as RANK): -1 for the version, 2.5 for the root, else None."""
+    if module == GROUND:
+        return -1
+    if module == ROOT_MODULE:
+        return 2.5
+    parts = module.split(".")
+    return RANK[parts[1]] if len(parts) > 1 and parts[1] in RANK else None
+
+
 def _layer(module: str) -> str | None:
+    if module in (GROUND, ROOT_MODULE):
+        return module
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in RANK else None
 
@@ -175,7 +189,7 @@ def _violations(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
             b = _layer(target)
             if a is None or b is None or a == b:
                 continue
-            if RANK[b] >= RANK[a]:
+            if _rank(target) >= _rank(importer):
                 bad.add((importer, target))
     for importer, targets in graph.items():
         for target in targets:
@@ -200,10 +214,12 @@ def test_a_violation_is_seen():
              "spark_amqp.spark.source.reader": {"spark_amqp.spark.sink.writer"},
              "spark_amqp.spark.schema": {"spark_amqp.spark.source.arrow"},
              "spark_amqp.cli.main": {"spark_amqp.protocol.frames"},
+             "spark_amqp.broker.connection": {"spark_amqp", "spark_amqp._version"},
              # allowed: the entry point over both sides, a side over the shared modules
              "spark_amqp.spark.datasource": {"spark_amqp.spark.source.reader"},
              "spark_amqp.spark.sink.convert": {"spark_amqp.spark.schema"}}
     assert _violations(graph) == {
         ("spark_amqp.protocol.frames", "spark_amqp.client.connection"),
         ("spark_amqp.spark.source.reader", "spark_amqp.spark.sink.writer"),
-        ("spark_amqp.spark.schema", "spark_amqp.spark.source.arrow")}
+        ("spark_amqp.spark.schema", "spark_amqp.spark.source.arrow"),
+        ("spark_amqp.broker.connection", "spark_amqp")}

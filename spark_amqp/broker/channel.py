@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import base64
 import os
-import struct
 from collections import deque
 from typing import Any
 
 from ..protocol import spec
 from ..protocol.errors import (AccessRefused, AMQPNotImplemented, InternalError, NotAllowed,
                                NotFound, PreconditionFailed, ResourceError)
+from ..protocol.server_frames import (append_deliver, append_stream_deliver, content_frames,
+                                      deliver_frames, deliver_parts, get_ok_payload,
+                                      return_payload, stream_deliver_parts)
 from .message import Message, peek_properties
 from .queue import Consumer, Queue
 from .rules import check_binding, check_exchange_declare, check_publish, check_queue_declare
@@ -42,15 +44,6 @@ __all__ = ["Channel", "new_name", "REPLY_TO"]
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 
-_P_FRAME = struct.Struct(">BHI").pack
-_P_QB = struct.Struct(">QB").pack
-_P_q = struct.Struct(">q").pack
-_P_HDR = struct.Struct(">BHIHHQ").pack
-_P_GETOK_TAIL = struct.Struct(">I").pack
-_DELIVER_ID = b"\x00\x3c\x00\x3c"
-_GETOK_ID = b"\x00\x3c\x00\x47"
-_RETURN_ID = b"\x00\x3c\x00\x32"
-_CE = b"\xce"
 
 
 def new_name(prefix: str) -> str:
@@ -95,29 +88,6 @@ class Channel:
     def send(self, method) -> None:
         self.conn.send_method(self.number, method)
 
-    def _content_frames(self, method_payload: bytes, props_raw: bytes, body: bytes, out: bytearray) -> None:
-        out += _P_FRAME(1, self.number, len(method_payload))
-        out += method_payload
-        self._content_tail(props_raw, body, out)
-
-    def _content_tail(self, props_raw: bytes, body: bytes, out: bytearray) -> None:
-        """The frame end of a content method, then its content header and body frames."""
-        n = self.number
-        blen = len(body)
-        out += _CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen)
-        out += props_raw
-        if blen:
-            chunk = self.frame_max - 8 if self.frame_max else blen
-            if blen <= chunk:
-                out += _CE + _P_FRAME(3, n, blen)
-                out += body
-            else:
-                for start in range(0, blen, chunk):
-                    piece = body[start:start + chunk]
-                    out += _CE + _P_FRAME(3, n, len(piece))
-                    out += piece
-        out += _CE
-
     # ================================================================== delivery (hot path)
     def deliver(self, c: Consumer, m: Message, q: Queue) -> None:
         """basic.deliver ``m`` from ``q`` to consumer ``c`` (called by Queue.dispatch)."""
@@ -135,12 +105,7 @@ class Channel:
         if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.acquired_count):
             # the frame parts of the consumer's previous delivery fit (round-robin hot path)
             conn = self.conn
-            out = conn.out
-            out += pre
-            out += _P_QB(tag, m.redelivered)
-            out += post
-            out += m.body
-            out += _CE
+            append_deliver(conn.out, pre, tag, m.redelivered, post, m.body)
             if not conn.dirty:
                 conn.mark_dirty()
             return
@@ -196,16 +161,8 @@ class Channel:
                     continue
                 before, after = offset_header_split(props_raw)
                 k_enc, k_props, k_blen = enc, props_raw, blen
-                pre = _P_FRAME(1, ch_n, 13 + len(ctag) + len(enc)) + _DELIVER_ID + ctag
-                mid = enc + _CE + _P_HDR(2, ch_n, 12 + len(before) + 8 + len(after), 60, 0, blen) + before
-                post = after + _CE + _P_FRAME(3, ch_n, blen)
-            out += pre
-            out += _P_QB(tag, False)
-            out += mid
-            out += _P_q(offset)
-            out += post
-            out += body
-            out += _CE
+                pre, mid, post = stream_deliver_parts(ch_n, ctag, enc, before, after, blen)
+            append_stream_deliver(out, pre, tag, mid, offset, post, body)
             tag += 1
             offset += 1
         c.frame_cache = (k_enc, k_props, k_blen, pre, mid, post)
@@ -239,23 +196,13 @@ class Channel:
             if blen != k_blen or props_raw != k_props or enc != k_enc:
                 if not 0 < blen <= limit:
                     # no body frame, or several: not worth caching
-                    out += _P_FRAME(1, n, 13 + len(ctag) + len(enc))
-                    out += _DELIVER_ID
-                    out += ctag
-                    out += _P_QB(tag, m.redelivered)
-                    out += enc
-                    self._content_tail(props_raw, body, out)
+                    deliver_frames(out, n, ctag, tag, m.redelivered, enc, props_raw, body,
+                                   self.frame_max)
                     tag += 1
                     continue
                 k_enc, k_props, k_blen = enc, props_raw, blen
-                pre = _P_FRAME(1, n, 13 + len(ctag) + len(enc)) + _DELIVER_ID + ctag
-                post = (enc + _CE + _P_HDR(2, n, 12 + len(props_raw), 60, 0, blen) + props_raw
-                        + _CE + _P_FRAME(3, n, blen))
-            out += pre
-            out += _P_QB(tag, m.redelivered)
-            out += post
-            out += body
-            out += _CE
+                pre, post = deliver_parts(n, ctag, enc, props_raw, blen)
+            append_deliver(out, pre, tag, m.redelivered, post, body)
             tag += 1
         c.frame_cache = (k_enc, k_props, k_blen, pre, post)
         if not conn.dirty:
@@ -326,9 +273,8 @@ class Channel:
                 self.conn.mark_dirty()
 
     def _return(self, m: Message, code: int, text: str) -> None:
-        t = text.encode()
-        payload = b"".join((_RETURN_ID, struct.pack(">H", code), bytes((len(t),)), t, m.enc))
-        self._content_frames(payload, m.props_raw, m.body, self.conn.out)
+        content_frames(self.conn.out, self.number, return_payload(code, text, m.enc),
+                       m.props_raw, m.body, self.frame_max)
         self.conn.mark_dirty()
 
     def flush_confirms(self) -> None:
@@ -613,8 +559,9 @@ class Channel:
             self.unacked.add(tag, m, q)
             q.unacked_count += 1
         props_raw = (_with_delivery_count(m, not q.requeue_counts) if q.quorum else m.props_raw)
-        payload = b"".join((_GETOK_ID, _P_QB(tag, m.redelivered), m.enc, _P_GETOK_TAIL(q.message_count)))
-        self._content_frames(payload, props_raw, m.body, self.conn.out)
+        content_frames(self.conn.out, self.number,
+                       get_ok_payload(tag, m.redelivered, m.enc, q.message_count),
+                       props_raw, m.body, self.frame_max)
         self.conn.mark_dirty()
 
     # ================================================================== confirm / tx / flow

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from typing import Any
 
@@ -62,6 +61,7 @@ from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, Inte
 from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
                                OversizedContent, ProtocolHeader, RawPublish)
 from ..protocol.connection import AMQPConnection, Role
+from ..protocol.server_frames import method_frame
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
 from .message import route_enc
@@ -71,7 +71,6 @@ __all__ = ["AMQPServerProtocol"]
 
 log = logging.getLogger("spark_amqp.broker")
 
-_pack_frame = struct.Struct(">BHI").pack
 _PUBLISH = spec.Basic.Publish.INDEX
 METHODS = spec.METHODS
 _CONN_CLASS = 10
@@ -193,15 +192,13 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def send_method(self, channel: int, method) -> None:
         if channel:
-            payload = method.encode()
-            self.out += _pack_frame(1, channel, len(payload)) + payload + b"\xce"
+            self.out += method_frame(channel, method)
         else:  # connection methods: the state machine checks and follows the handshake
             try:
                 self.out += self.sm.send_method(0, method)
             except AMQPError as exc:  # a bug here; the peer still gets the method
                 log.error("connection %s: sending %s: %s", self.peer, method.NAME, exc)
-                payload = method.encode()
-                self.out += _pack_frame(1, 0, len(payload)) + payload + b"\xce"
+                self.out += method_frame(0, method)
         if not self.dirty:
             self.mark_dirty()
 
@@ -374,7 +371,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         major, minor = (8, 0) if header.version == "0-8" else (0, 9)
         self.state = "start-ok"
-        from .. import __version__
+        from .._version import __version__
         props = {
             "product": "spark-amqp embedded broker", "version": __version__,
             "platform": "Python/asyncio", "copyright": "spark-amqp contributors",

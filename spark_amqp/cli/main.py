@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from .broker import broker
 from .cluster import cluster
 from .conf import conf

@@ -1,5 +1,5 @@
 """The blocking AMQP 0-9-1 client (one I/O thread per connection): connections, channels.
-Imports only spark_amqp.protocol, the package's __version__ and the standard library.
+Imports only spark_amqp.protocol, spark_amqp._version and the standard library.
 Imported by spark_amqp.spark, .cli, .bench and jobs/; never by protocol or broker."""
 
 from .channel import Channel

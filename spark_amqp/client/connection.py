@@ -24,7 +24,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from .. import __version__
+from .._version import __version__
 from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
 from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code

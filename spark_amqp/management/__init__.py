@@ -1,5 +1,5 @@
 """spark_amqp.management: RabbitMQ's management HTTP API, Prometheus metrics and a web page.
-May import: broker, protocol (and the package's ``__version__``); aiohttp, prometheus_client,
+May import: broker, protocol (and ``spark_amqp._version``); aiohttp, prometheus_client,
 re2 (``google-re2``).
 Imported by: the broker, which starts it on its own port (lazily), and the CLI through it.
 

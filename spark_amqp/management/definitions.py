@@ -86,10 +86,11 @@ def export_definitions(ctx: Ctx, vhost: str | None = None) -> dict:
         qs += q
         xs += x
         bs += b
+    from .._version import __version__
     from .views import node_name
     return {
         "rabbit_version": RABBITMQ_COMPAT_VERSION, "rabbitmq_version": RABBITMQ_COMPAT_VERSION,
-        "product_name": "spark-amqp", "product_version": __import__("spark_amqp").__version__,
+        "product_name": "spark-amqp", "product_version": __version__,
         "users": [user_view(u) for u in cfg.users.values()],
         "vhosts": [{"name": n, "limits": [], "metadata": {"description": "", "tags": []}}
                    for n in ctx.broker.vhosts],

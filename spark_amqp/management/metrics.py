@@ -45,10 +45,11 @@ class BrokerCollector:
 
     def collect(self):
         b = self.broker
+        from .._version import __version__
         from .views import RABBITMQ_COMPAT_VERSION
         info = InfoMetricFamily("rabbitmq_build", "RabbitMQ-compatible build info")
         info.add_metric([], {"rabbitmq_version": RABBITMQ_COMPAT_VERSION, "product_name": "spark-amqp",
-                             "product_version": __import__("spark_amqp").__version__})
+                             "product_version": __version__})
         yield info
         queues = [q for v in b.vhosts.values() for q in v.queues.values()]
         labels = ["vhost", "queue"] if self.per_object else []

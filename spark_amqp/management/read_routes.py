@@ -11,7 +11,7 @@ import os
 import platform
 import time
 
-from .. import __version__ as _our_version  # type: ignore[attr-defined]
+from .._version import __version__ as _our_version
 from ..broker.exchange import EXCHANGE_TYPES, Exchange
 from .http import NOT_FOUND, Ctx
 from .views import (RABBITMQ_COMPAT_VERSION, binding_views, channel_name, channel_view, connection_name,

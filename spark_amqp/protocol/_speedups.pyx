@@ -106,7 +106,7 @@ cdef dict _table(bytes buf, const unsigned char* p, Py_ssize_t* pos, Py_ssize_t 
     return result
 
 
-def decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
+cpdef object decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
     """``properties.decode_properties`` (same arguments, result and errors), compiled."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off + 2 > end:
         return _py_decode(buf, off, end)
@@ -327,7 +327,7 @@ def setup_methods(decode_table):
     _decode_table = decode_table
 
 
-def decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
+cpdef object decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
     """``cls.decode`` of a generated method class (same arguments, result and errors),
     compiled; anything unusual goes to the pure-Python ``cls._py_decode``."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off > end:
@@ -818,3 +818,288 @@ def scan_publish(bytes buf, Py_ssize_t args, Py_ssize_t mend, Py_ssize_t n, int 
     ev.properties = PyBytes_FromStringAndSize(<const char*>p + h + 19, hend - h - 19)
     ev.body = body
     return ev, end
+
+
+# ------------------------------------------------------------------ the broker's deliveries
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+
+
+cdef inline void _put_u64(unsigned char* d, unsigned long long v) noexcept:
+    cdef int i
+    for i in range(7, -1, -1):
+        d[i] = v & 0xFF
+        v >>= 8
+
+
+cdef inline unsigned char* _grow(bytearray out, Py_ssize_t k) except NULL:
+    """Room for ``k`` more bytes at the end of ``out`` (amortised growth); where they start."""
+    cdef Py_ssize_t n = PyByteArray_GET_SIZE(out)
+    if PyByteArray_Resize(out, n + k) < 0:
+        return NULL
+    return <unsigned char*>PyByteArray_AS_STRING(out) + n
+
+
+cdef inline unsigned char* _put(unsigned char* d, bytes b) noexcept:
+    cdef Py_ssize_t k = PyBytes_GET_SIZE(b)
+    memcpy(d, PyBytes_AS_STRING(b), k)
+    return d + k
+
+
+def append_deliver(bytearray out, bytes pre, unsigned long long tag, bint redelivered,
+                   bytes post, body):
+    """server_frames._append_deliver, compiled: the same bytes appended to ``out``."""
+    if type(body) is not bytes:
+        out += pre
+        out += _pack_qb(tag, redelivered)
+        out += post
+        out += body
+        out += b"\xce"
+        return
+    cdef Py_ssize_t k = (PyBytes_GET_SIZE(pre) + 9 + PyBytes_GET_SIZE(post)
+                         + PyBytes_GET_SIZE(<bytes>body) + 1)
+    cdef unsigned char* d = _grow(out, k)
+    d = _put(d, pre)
+    _put_u64(d, tag)
+    d[8] = 1 if redelivered else 0
+    d = _put(d + 9, post)
+    d = _put(d, <bytes>body)
+    d[0] = 0xCE
+
+
+def append_stream_deliver(bytearray out, bytes pre, unsigned long long tag, bytes mid,
+                          long long offset, bytes post, body):
+    """server_frames._append_stream_deliver, compiled: the same bytes appended to ``out``."""
+    if type(body) is not bytes:
+        out += pre
+        out += _pack_qb(tag, False)
+        out += mid
+        out += _pack_u64(<unsigned long long>offset)
+        out += post
+        out += body
+        out += b"\xce"
+        return
+    cdef Py_ssize_t k = (PyBytes_GET_SIZE(pre) + 9 + PyBytes_GET_SIZE(mid) + 8
+                         + PyBytes_GET_SIZE(post) + PyBytes_GET_SIZE(<bytes>body) + 1)
+    cdef unsigned char* d = _grow(out, k)
+    d = _put(d, pre)
+    _put_u64(d, tag)
+    d[8] = 0
+    d = _put(d + 9, mid)
+    _put_u64(d, <unsigned long long>offset)
+    d = _put(d + 8, post)
+    d = _put(d, <bytes>body)
+    d[0] = 0xCE
+
+
+cdef bytes _pack_qb(unsigned long long tag, bint redelivered):
+    cdef unsigned char b[9]
+    _put_u64(b, tag)
+    b[8] = 1 if redelivered else 0
+    return PyBytes_FromStringAndSize(<char*>b, 9)
+
+
+cdef bytes _pack_u64(unsigned long long v):
+    cdef unsigned char b[8]
+    _put_u64(b, v)
+    return PyBytes_FromStringAndSize(<char*>b, 8)
+
+
+# ------------------------------------------------------------- a whole content message
+
+cdef object _METHODS = None  # spec.METHODS: method index -> generated class
+
+
+def setup_message(methods):
+    """Give the module the method classes by index (called once by frames.py)."""
+    global _METHODS
+    _METHODS = methods
+
+
+def content_messages(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
+                     append):
+    """``Decoder._parse``'s steps for whole content messages from ``buf[pos:n]`` on, compiled:
+    each ``(ContentMessage, offset after it)`` of :func:`content_message_at` is passed to
+    ``append(message)``, until one is not there; returns the offset after the last (``pos``
+    if none). Exceptions from ``append`` propagate."""
+    cdef object r
+    while True:
+        r = content_message_at(buf, pos, n, fmax8_limit, max_body_limit)
+        if r is None:
+            return pos
+        append((<tuple>r)[0])
+        pos = (<tuple>r)[1]
+
+
+cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit,
+                                max_body_limit):
+    """``Decoder._parse``'s step for a whole content message at ``buf[pos:n]``, compiled: a
+    method frame of a content method (basic.deliver, get-ok, return, publish) on a channel
+    other than 0, its content header frame and a single body frame carrying the whole body
+    (or none for an empty body), all complete and well formed. Returns ``(ContentMessage,
+    offset after them)``; ``None`` for anything else, or on any error (the pure-Python loop
+    then decodes the same bytes and raises its typed error)."""
+    cdef Py_ssize_t fmax8, max_body
+    if pos < 0 or n > PyBytes_GET_SIZE(buf) or n - pos < 33:
+        return None
+    try:
+        fmax8 = fmax8_limit
+        max_body = max_body_limit
+    except (OverflowError, TypeError):
+        return None
+    if max_body < 0:
+        return None
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    if p[pos] != 1:
+        return None
+    cdef int channel = (<int>p[pos + 1] << 8) | p[pos + 2]
+    cdef Py_ssize_t size = <Py_ssize_t>_u32(p, pos + 3)
+    if not channel or size < 4 or size > fmax8:
+        return None
+    cdef Py_ssize_t end = pos + 7 + size
+    if end >= n or p[end] != 206:
+        return None
+    cls = _METHODS.get(_u32(p, pos + 7))
+    if cls is None or not cls.has_content:
+        return None
+    cdef Py_ssize_t hend, bend
+    try:
+        body = _header_and_body(p, end + 1, n, channel, cls.CLASS_ID, fmax8,
+                                <unsigned long long>max_body, &hend, &bend)
+        if body is None:
+            return None
+        method = decode_method(cls, buf, pos + 11, end)  # cls.decode, compiled (spec.py)
+        props = decode_properties(buf, end + 20, hend)
+    except Exception:
+        return None
+    ev = _new(_CM)
+    ev.channel = channel
+    ev.method = method
+    ev.properties = props
+    ev.body = body
+    return ev, bend
+
+
+# ------------------------------------------------------------- encoding a content message
+
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+
+
+cdef inline void _put_u32(unsigned char* d, unsigned long v) noexcept:
+    d[0] = (v >> 24) & 0xFF
+    d[1] = (v >> 16) & 0xFF
+    d[2] = (v >> 8) & 0xFF
+    d[3] = v & 0xFF
+
+
+def encode_content(int channel, method, bytes props, body, frame_max):
+    """``frames.encode_message``'s common case, compiled: the method frame of ``method`` (its
+    arguments bits, octets, shorts, longs, long-longs and short strings of exact types within
+    range), the content header with ``props`` (encoded flags and list) and the body in one
+    body frame (none when empty). Returns the bytes, or ``None`` for anything else (a body
+    split over frames, a table or long string argument, a value out of range or of another
+    type): the pure-Python encoder then encodes it or raises its typed error."""
+    if type(body) is not bytes or channel < 0 or channel > 65535:
+        return None
+    cdef Py_ssize_t blen = PyBytes_GET_SIZE(<bytes>body), fmax
+    try:
+        fmax = frame_max
+    except (OverflowError, TypeError):
+        return None
+    if fmax and blen > fmax - 8:
+        return None
+    cls = type(method)
+    wire_attr = getattr(cls, "_wire", None)
+    names_attr = getattr(cls, "__slots__", None)
+    if type(wire_attr) is not tuple or type(names_attr) is not tuple:
+        return None
+    cdef tuple wire = wire_attr
+    cdef tuple names = names_attr
+    cdef unsigned char args[2048]
+    cdef Py_ssize_t a = 0, k, i, nw = len(wire)
+    cdef int code, bit = 8
+    cdef const char* s
+    cdef unsigned long long u
+    if len(names) != nw:
+        return None
+    for i in range(nw):
+        code = <int>wire[i]
+        v = getattr(method, <str>names[i], None)
+        if code == W_BIT:
+            if v is not True and v is not False:
+                return None
+            if bit == 8:
+                args[a] = 0
+                a += 1
+                bit = 0
+            if v is True:
+                args[a - 1] |= (1 << bit)
+            bit += 1
+            continue
+        bit = 8
+        if code == W_SHORTSTR:
+            if type(v) is not str:
+                return None
+            s = PyUnicode_AsUTF8AndSize(v, &k)
+            if k > 255:
+                return None
+            args[a] = <unsigned char>k
+            memcpy(args + a + 1, s, k)
+            a += 1 + k
+            continue
+        if type(v) is not int:
+            return None
+        try:
+            u = v
+        except OverflowError:
+            return None
+        if code == W_OCTET and u <= 0xFF:
+            args[a] = <unsigned char>u
+            a += 1
+        elif code == W_SHORT and u <= 0xFFFF:
+            args[a] = (u >> 8) & 0xFF
+            args[a + 1] = u & 0xFF
+            a += 2
+        elif code == W_LONG and u <= 0xFFFFFFFF:
+            _put_u32(args + a, <unsigned long>u)
+            a += 4
+        elif code == W_LONGLONG:
+            _put_u64(args + a, u)
+            a += 8
+        else:
+            return None
+    cdef Py_ssize_t plen = PyBytes_GET_SIZE(props)
+    cdef Py_ssize_t total = 12 + a + 19 + plen + 1 + (8 + blen if blen else 0)
+    cdef unsigned int class_id = cls.CLASS_ID, method_id = cls.METHOD_ID
+    out = PyBytes_FromStringAndSize(NULL, total)
+    cdef unsigned char* d = <unsigned char*>PyBytes_AS_STRING(out)
+    d[0] = 1
+    d[1] = (channel >> 8) & 0xFF
+    d[2] = channel & 0xFF
+    _put_u32(d + 3, <unsigned long>(4 + a))
+    d[7] = (class_id >> 8) & 0xFF
+    d[8] = class_id & 0xFF
+    d[9] = (method_id >> 8) & 0xFF
+    d[10] = method_id & 0xFF
+    memcpy(d + 11, args, a)
+    d += 11 + a
+    d[0] = 0xCE
+    d[1] = 2
+    d[2] = (channel >> 8) & 0xFF
+    d[3] = channel & 0xFF
+    _put_u32(d + 4, <unsigned long>(12 + plen))
+    d[8] = (class_id >> 8) & 0xFF
+    d[9] = class_id & 0xFF
+    d[10] = 0
+    d[11] = 0
+    _put_u64(d + 12, <unsigned long long>blen)
+    d = _put(d + 20, props)
+    if blen:
+        d[0] = 0xCE
+        d[1] = 3
+        d[2] = (channel >> 8) & 0xFF
+        d[3] = channel & 0xFF
+        _put_u32(d + 4, <unsigned long>blen)
+        d = _put(d + 8, <bytes>body)
+    d[0] = 0xCE
+    return out

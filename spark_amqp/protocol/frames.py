@@ -326,6 +326,28 @@ def _scan_fast(speedups):
 
 _SCAN_DELIVERIES = _scan_fast(SPEEDUPS)
 
+
+def _message_fast(speedups):
+    """The compiled step of :meth:`Decoder._parse` for a whole content message
+    (``_speedups.content_message_at``), or ``None`` for pure Python."""
+    if speedups is None or not hasattr(speedups, "content_message_at"):
+        return None
+    speedups.setup_frames(ContentMessage)
+    speedups.setup_message(METHODS)
+    return speedups.content_messages
+
+
+_MESSAGE_FAST = _message_fast(SPEEDUPS)
+
+
+def _encode_fast(speedups):
+    """The compiled common case of :func:`encode_message` (``_speedups.encode_content``), or
+    ``None`` for pure Python."""
+    return getattr(speedups, "encode_content", None) if speedups is not None else None
+
+
+_ENCODE_FAST = _encode_fast(SPEEDUPS)
+
 class ProtocolHeader:
     """The 8-byte protocol header a client sends first.
 
@@ -397,6 +419,10 @@ def encode_message(channel: int, method: Method, properties: BasicProperties | N
     Raises AMQPSyntaxError (502) for unencodable fields, ValueError for a frame_max < 9.
     """
     props = properties.encode() if properties is not None else b"\x00\x00"
+    if _ENCODE_FAST is not None and props.__class__ is bytes:
+        data = _ENCODE_FAST(channel, method, props, body, frame_max)
+        if data is not None:
+            return data
     blen = len(body)
     # frame-end octets are packed together with the next frame's header
     mid = END_HEADER_HEAD(0xCE, 2, channel, 12 + len(props), method.CLASS_ID, 0, blen)
@@ -595,7 +621,20 @@ class Decoder:
         try:
             append = events.append if emit is None else emit
             if self._header_done:
-                pos = self._parse(buf, append, emit_method)
+                whole = _MESSAGE_FAST  # None in pure Python: one test
+                if (whole is not None and not self._pending and not self.raw_content
+                        and not self.raw_channels and self.on_content is None):
+                    # the compiled steps for whole content messages, where no per-channel
+                    # state or raw mode changes how they decode; the frame loop after them
+                    n = len(buf)
+                    pos = whole(buf, 0, n, (self.frame_max or (1 << 40)) - 8,
+                                self.max_body_size, append)
+                    if pos != n:
+                        pos = self._parse(buf, append, emit_method, pos)
+                    else:
+                        self._need = 7  # as _parse leaves it after whole frames
+                else:
+                    pos = self._parse(buf, append, emit_method)
             else:
                 pos = self._parse_header(buf, append, emit_method)
         except AMQPError as exc:
@@ -631,14 +670,13 @@ class Decoder:
             return 8
         return 8 + self._parse(buf[8:], append, emit_method)
 
-    def _parse(self, buf: bytes, append, emit_method=None) -> int:
-        """Decode complete frames from ``buf``, passing each event to ``append``; return the
-        bytes consumed.
+    def _parse(self, buf: bytes, append, emit_method=None, pos: int = 0) -> int:
+        """Decode complete frames from ``buf[pos:]``, passing each event to ``append``; return
+        the offset after the last complete frame.
 
         One loop over the frames; a content method whose header and single body frame are
         already in ``buf`` is assembled in place (the common case) without per-channel state.
         """
-        pos = 0
         n = len(buf)
         fmax8 = (self.frame_max or (1 << 40)) - 8  # largest payload size accepted
         pending = self._pending

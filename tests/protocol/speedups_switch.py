@@ -19,6 +19,8 @@ def installed(speedups):
     restored afterwards."""
     def install(s):
         frames_module._CONTENT_FAST = frames_module._content_fast(s)
+        frames_module._MESSAGE_FAST = frames_module._message_fast(s)
+        frames_module._ENCODE_FAST = frames_module._encode_fast(s)
         frames_module._SCAN_DELIVERIES = frames_module._scan_fast(s)
         frames_module._SCAN_PUBLISH = frames_module._publish_fast(s)
         spec._install_decoders(s)

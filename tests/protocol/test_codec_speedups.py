@@ -195,6 +195,41 @@ def test_mutated_messages_same_events_or_same_error_as_pure_python(method, chann
     assert compiled == pure
 
 
+@needs_speedups
+@DIFF
+@given(methods, channels, properties(), bodies,
+       st.sampled_from([0, 9, 4096, 131072, 2**70]) | st.integers(9, 400))
+def test_encode_message_same_bytes_or_same_error_as_pure_python(method, channel, props, body,
+                                                                 frame_max):
+    """encode_message's compiled common case (``_speedups.encode_content``) against the pure
+    encoder, any method (content or not), body split or not."""
+    compiled = outcome(encode_message, channel, method, props, body, frame_max)
+    with installed(None):
+        pure = outcome(encode_message, channel, method, props, body, frame_max)
+    assert compiled == pure
+
+
+@needs_speedups
+@pytest.mark.parametrize("method", [
+    spec.Basic.Publish(0, "x" * 256, "k"),                # a short string over 255 bytes
+    spec.Basic.Publish(70000, "x", "k"),                  # a short out of range
+    spec.Basic.Publish(0, b"x", "k"),                     # bytes where text is expected
+    spec.Basic.Deliver("c", -1, False, "x", "k"),         # a negative delivery tag
+    spec.Basic.Deliver("c", 2**64, False, "x", "k"),      # a delivery tag over 64 bits
+    spec.Basic.Deliver("c", 1, 1, "x", "k"),              # an int where a bit is expected
+    spec.Basic.Deliver("c", True, False, "x", "k"),       # a bool where an int is expected
+], ids=lambda m: repr(m)[:50])
+def test_encode_message_odd_arguments_as_pure_python(method):
+    compiled = outcome(encode_message, 1, method, None, b"body")
+    with installed(None):
+        pure = outcome(encode_message, 1, method, None, b"body")
+    assert compiled == pure
+    for channel in (-1, 65536):
+        compiled = outcome(encode_message, channel, spec.Basic.Publish(), None, b"b")
+        with installed(None):
+            assert outcome(encode_message, channel, spec.Basic.Publish(), None, b"b") == compiled
+
+
 @pytest.mark.parametrize("kw", [{"max_body_size": 2**70}, {"frame_max": 2**70},
                                 {"max_body_size": -1}, {"max_body_size": 3}, {"frame_max": 0}])
 def test_decoder_limits_of_any_size(kw):
@@ -205,12 +240,12 @@ def test_decoder_limits_of_any_size(kw):
         return Decoder(**kw).feed(wire)
 
     compiled = outcome(feed)
-    saved = frames_module._CONTENT_FAST
+    saved = frames_module._CONTENT_FAST, frames_module._MESSAGE_FAST
     try:
-        frames_module._CONTENT_FAST = None
+        frames_module._CONTENT_FAST = frames_module._MESSAGE_FAST = None
         assert outcome(feed) == compiled
     finally:
-        frames_module._CONTENT_FAST = saved
+        frames_module._CONTENT_FAST, frames_module._MESSAGE_FAST = saved
     if "max_body_size" in kw and kw["max_body_size"] < 4:
         assert compiled[1] == 501  # FRAME_ERROR: body over the limit
     else:
@@ -225,3 +260,30 @@ def test_pure_python_fast_path_with_and_without_a_body(monkeypatch, body):
     m = spec.Basic.Deliver("c", 7, True, "e", "r")
     wire = encode_message(3, m, p, body) * 2
     assert Decoder().feed(wire) == [ContentMessage(3, m, p, body)] * 2
+
+
+@needs_speedups
+def test_the_compiled_encoder_takes_the_common_messages():
+    """Not always declining: publish and deliver with a one-frame body or none."""
+    for m in (spec.Basic.Publish(0, "amq.direct", "k", True), spec.Basic.Deliver("c", 9, True, "e", "r"),
+              spec.Basic.GetOk(3, False, "e", "r", 5), spec.Basic.Return(312, "NO_ROUTE", "e", "r")):
+        for body in (b"", b"abc"):
+            got = SPEEDUPS.encode_content(7, m, b"\x00\x00", body, 131072)
+            with installed(None):
+                assert got == encode_message(7, m, None, body)
+
+
+@pytest.mark.parametrize("impl", ["built", "pure"])
+def test_a_whole_message_after_a_split_one_is_decoded_at_once(impl):
+    """The whole-message step in ``Decoder.feed`` leaves the decoder wanting a frame header
+    (7 bytes), not what the split message before needed: a small message right after a large
+    one that came in two reads is decoded by the read that completes it."""
+    big = encode_message(1, spec.Basic.Deliver("c", 1, False, "e", "r"), None, b"x" * 5000)
+    small = encode_message(1, spec.Basic.Deliver("c", 2, False, "e", "r"), None, b"y")
+    with installed(SPEEDUPS if impl == "built" else None):
+        dec = Decoder()
+        assert dec.feed(big[:100]) == []
+        assert [e.method.delivery_tag for e in dec.feed(big[100:])] == [1]
+        assert [e.method.delivery_tag for e in dec.feed(small)] == [2]
+        assert [e.method.delivery_tag for e in dec.feed(small + small[:3])] == [2]
+        assert dec.buffered == 3
