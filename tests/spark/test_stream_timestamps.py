@@ -49,11 +49,11 @@ class TimeProbe:
     def check_exists(self, s):
         pass
 
-    def tail(self, s, wait, gap):
-        return 20
+    def tails(self, streams, wait):
+        return {s: 20 for s in streams}
 
-    def first(self, s, wait):
-        return 0
+    def firsts(self, streams, wait):
+        return {s: 0 for s in streams}
 
     def at_timestamp(self, s, ms, wait):
         return 0 if ms <= 1000 else 10 if ms <= 5000 else None
