@@ -247,7 +247,7 @@ def test_stream_mode_node_stop_exactly_once(spark, cluster, unique, tmp_path, ca
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
         from stream_helpers import pika_read_all
 
-        held = sorted(b for _, b in pika_read_all(cluster.url(), s))  # what the stream holds
+        held = sorted(b for _, b in pika_read_all(cluster.node_url(n4), s))  # what the stream holds
     finally:
         query.stop()
         delete_queue(cluster.url(), s)
