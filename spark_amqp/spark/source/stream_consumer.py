@@ -91,13 +91,16 @@ def _lost_connection(e: BaseException) -> bool:
     """A loss worth a reconnect (another node may serve the stream): a lost socket or a
     refused connect (``OSError``, except the read timeout), the broker forcing the connection
     closed (320 CONNECTION_FORCED: a node shutting down), or a node whose replica of the
-    stream is not running (yet): 406 "does not have a replica on the local node" (seen on
-    RabbitMQ 3.10 right after ``start_app`` of a node, and during a re-election;
-    rabbit_stream_queue:consume)."""
-    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed
+    stream is not running (yet): 406 "does not have a replica on the local node" or 506
+    RESOURCE_ERROR "does not have a running local replica" (both seen on RabbitMQ 3.10 right
+    after ``start_app`` of a node or while a stopped node's replicas restart, and during a
+    re-election; rabbit_stream_queue:consume). Another node, or the same one a moment later,
+    serves the read."""
+    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed, ResourceError
 
-    if isinstance(e, PreconditionFailed):
-        return "replica on the local node" in str(getattr(e, "reply_text", "") or e)
+    if isinstance(e, (PreconditionFailed, ResourceError)):
+        return "local replica" in str(getattr(e, "reply_text", "") or e) \
+            or "replica on the local node" in str(getattr(e, "reply_text", "") or e)
     return (isinstance(e, OSError) and not isinstance(e, TimeoutError)) \
         or isinstance(e, ConnectionForced)
 
