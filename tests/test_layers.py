@@ -2,8 +2,10 @@
 
 Layers (the brief's and :mod:`spark_amqp`'s docstring): ``protocol`` (sans-IO codec) →
 ``broker`` core and ``client`` transport → ``management`` (over the broker) and ``spark``
-(source and sink, over the client) → ``cli`` → ``jobs`` → ``bench`` (the applications, each
-over the ones before it: the jobs use the CLI's flights code, the benchmarks run the job).
+(source and sink, over the client) → ``tools`` (the applications' shared libraries: the
+flights data, publishing, a standalone cluster) → ``cli`` → ``jobs`` → ``bench`` (the
+applications, each over the ones before it: the jobs' publisher reuses the CLI's topology
+helper, the benchmarks run the job).
 Folders of the same layer are siblings and do not import each other. Inside ``spark``: ``source`` and
 ``sink`` import the shared modules beside them (``schema``, ``connection_options``,
 ``option_values``), never each other (one exception below), and the shared modules import
@@ -31,9 +33,12 @@ RANK = {
     "protocol": 0,
     "broker": 1, "client": 1,
     "management": 2, "spark": 2,
-    # the applications: the jobs (spark-submit scripts) use the CLI's flights loading and
-    # publishing; the benchmarks measure everything below them, the job included
-    "cli": 3, "jobs": 4, "bench": 5,
+    # the libraries the applications share (flights data, publishing, standalone cluster)
+    "tools": 3,
+    # the applications: the CLI's commands; the jobs (spark-submit scripts; publish_flights
+    # reuses the CLI's topology helper); the benchmarks measure everything below them, the
+    # job included
+    "cli": 4, "jobs": 5, "bench": 6,
 }
 #: modules outside the subpackages: the version at the ground floor, the root over the library
 GROUND, ROOT_MODULE = "spark_amqp._version", "spark_amqp"

@@ -4,7 +4,7 @@
 [--quick]``
 
 Starts a Spark standalone cluster as ``spark-amqp cluster start`` does
-(:class:`spark_amqp.cli.standalone.StandaloneCluster`: a master and two workers of one core
+(:class:`spark_amqp.tools.standalone.StandaloneCluster`: a master and two workers of one core
 and 1 GiB, on free ports, in a temporary folder), then runs the docs' command (docs/cluster.md)
 (``spark-submit --properties-file spark_amqp/conf/spark-defaults.conf
 .../jobs/flight_delays.py --demo --limit N``) ``--runs`` times with ``--master local[2]`` and
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.runs, args.limit = 1, 2_000
 
-    from ..cli.standalone import StandaloneCluster
+    from ..tools.standalone import StandaloneCluster
 
     runs: dict[str, list[dict]] = {"local[2]": [], "cluster": []}
     modes = [("local[2]", "local[2]"), ("cluster", None)]

@@ -3,7 +3,7 @@
 ``python -m spark_amqp.bench.job [--limit N] [--max-per-trigger 50000]
 [--conf KEY=VALUE ...] [--option KEY=VALUE ...] [--rounds 2] [--all-columns] [--quick]``
 
-The query is the job's (``spark_amqp/jobs/flight_delays.py``): :func:`window_aggregates`
+The query is the job's (``spark_amqp/jobs/delays/``): :func:`window_aggregates`
 (``from_json`` with the flight schema, watermark, per origin/carrier/hour count, avg and
 ``percentile_approx`` in append mode) and the same ``foreachBatch`` (:func:`batch_writer`:
 parquet per batch, alerts published with the ``amqp`` sink), in the SparkSession the job builds
@@ -97,8 +97,8 @@ class JobRun:
 
 def flight_bodies(limit: int | None) -> list[bytes]:
     """The job's message bodies: the first ``limit`` flights (JSON, event-time order) and the
-    end-of-stream marker (``spark_amqp.cli.flights``)."""
-    from ..cli.flights import end_marker, flight_messages, load_flights
+    end-of-stream marker (``spark_amqp.tools.flights``)."""
+    from ..tools.flights import end_marker, flight_messages, load_flights
 
     df = load_flights(limit)
     return [m.body for m in flight_messages(df)] + [end_marker(df).body]
@@ -127,7 +127,8 @@ def run_query(spark, messages, name: str, out: str, uri: str) -> JobRun:
     termination (Trigger.AvailableNow) with the job's foreachBatch; return its :class:`JobRun`."""
     from pyspark.sql import functions as F
 
-    from ..jobs.flight_delays import JobResult, batch_writer, read_results, window_aggregates
+    from ..jobs.delays.job import JobResult, batch_writer, read_results
+    from ..jobs.delays.transforms import window_aggregates
 
     result = JobResult(output=out)
     windows = window_aggregates(messages)
@@ -269,7 +270,8 @@ def main(argv=None) -> int:
             ap.error(f"--conf/--option {kv!r}: expected KEY=VALUE")
     source_options = {k.strip(): v.strip() for k, _, v in (kv.partition("=") for kv in args.option)}
 
-    from ..jobs.flight_delays import SOURCE_SCHEMA, build_spark
+    from ..jobs.delays.data import SOURCE_SCHEMA
+    from ..jobs.delays.session import build_spark
 
     schema = None if args.all_columns else SOURCE_SCHEMA
     bodies = flight_bodies(args.limit)

@@ -65,7 +65,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..cli.pacing import due, paced_sends
+from ..tools.pacing import due, paced_sends
 from .common import BrokerProcess, local_spark
 
 __all__ = ["percentiles", "stamp", "parse_stamp", "LatencyStats", "main"]

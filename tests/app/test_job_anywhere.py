@@ -57,6 +57,7 @@ def test_job_declares_and_binds_its_alerts_queue_outside_demo(broker_url, unique
     an alert is routed to the queue, not dropped (312 NO_ROUTE)."""
     from spark_amqp.client import connect
     from spark_amqp.jobs import flight_delays as job
+    from spark_amqp.jobs.delays import session
 
     class SparkNotNeeded(Exception):
         pass
@@ -64,7 +65,7 @@ def test_job_declares_and_binds_its_alerts_queue_outside_demo(broker_url, unique
     def no_spark(*a, **k):
         raise SparkNotNeeded
 
-    monkeypatch.setattr(job, "build_spark", no_spark)
+    monkeypatch.setattr(session, "build_spark", no_spark)
     import logging
 
     for name in ("spark_amqp", "py4j"):  # main() sets their levels: restore them afterwards

@@ -1,4 +1,4 @@
-"""A publisher's steady rate (``spark_amqp.cli.pacing``) and ``publish_messages(rate=...)``,
+"""A publisher's steady rate (``spark_amqp.tools.pacing``) and ``publish_messages(rate=...)``,
 which the main job's ``--live`` demo and ``bench.latency`` publish with: no broker, a fake clock
 or a fake channel."""
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from spark_amqp.cli.flights import OutgoingMessage
-from spark_amqp.cli.pacing import due, next_send_delay, paced_sends
-from spark_amqp.cli.publishing import publish_messages
+from spark_amqp.tools.flights import OutgoingMessage
+from spark_amqp.tools.pacing import due, next_send_delay, paced_sends
+from spark_amqp.tools.publishing import publish_messages
 
 
 def test_due_counts_the_first_message_at_zero_and_caps_at_total():

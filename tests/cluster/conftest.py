@@ -1,6 +1,6 @@
 """Fixtures of the cluster tests: one local Spark standalone cluster per test module (a master
 and two workers of one core and 1 GiB, from ``spark-amqp cluster``'s
-:class:`~spark_amqp.cli.standalone.StandaloneCluster`, on free ports in a temporary folder),
+:class:`~spark_amqp.tools.standalone.StandaloneCluster`, on free ports in a temporary folder),
 and ``spark_submit`` to run a script on it the way a user does.
 
 The tests skip, naming what is missing, only where there is no Java; anything else that
@@ -24,7 +24,7 @@ LOG4J = ROOT / "spark_amqp" / "conf" / "log4j2.properties"
 
 
 def require_java() -> None:
-    from spark_amqp.cli.standalone import ClusterError, find_java
+    from spark_amqp.tools.standalone import ClusterError, find_java
 
     try:
         find_java()
@@ -36,7 +36,7 @@ def require_java() -> None:
 def cluster(tmp_path_factory):
     """A running 2-worker standalone cluster for the module; stopped after it."""
     require_java()
-    from spark_amqp.cli.standalone import StandaloneCluster
+    from spark_amqp.tools.standalone import StandaloneCluster
 
     c = StandaloneCluster(work_dir=tmp_path_factory.mktemp("spark-cluster"),
                           port=free_port(), webui_port=free_port())

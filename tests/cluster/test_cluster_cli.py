@@ -22,7 +22,7 @@ def test_status_and_stop_without_a_cluster_say_how_to_start_one(tmp_path):
 
 
 def test_start_on_a_port_in_use_names_the_option(tmp_path):
-    from spark_amqp.cli.standalone import ClusterError, find_java
+    from spark_amqp.tools.standalone import ClusterError, find_java
 
     try:
         find_java()
@@ -59,7 +59,7 @@ def test_the_default_work_dir_is_per_user_and_stop_removes_it(tmp_path, monkeypa
     import getpass
     import tempfile
 
-    from spark_amqp.cli.standalone import StandaloneCluster, default_work_dir
+    from spark_amqp.tools.standalone import StandaloneCluster, default_work_dir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert default_work_dir() == tmp_path / f"spark-amqp-cluster-{getpass.getuser()}"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_amqp.cli import standalone
-from spark_amqp.cli.standalone import _exit_status, _is_spark_daemon
+from spark_amqp.tools import standalone
+from spark_amqp.tools.standalone import _exit_status, _is_spark_daemon
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 

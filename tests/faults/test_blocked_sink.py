@@ -118,8 +118,8 @@ def test_memory_alarm_reason_reaches_the_sink(tmp_path):
 
 
 def test_cli_publish_progress_shows_blocked_reason(alarm_broker, capsys):
-    from spark_amqp.cli.flights import OutgoingMessage
-    from spark_amqp.cli.publishing import publish_messages
+    from spark_amqp.tools.flights import OutgoingMessage
+    from spark_amqp.tools.publishing import publish_messages
     from spark_amqp.client import connect
 
     b, free = alarm_broker

@@ -1,6 +1,7 @@
 """Publish many messages under pipelined publisher confirms, with a tqdm progress bar.
 
-Used by ``spark-amqp publish`` and ``jobs/publish_flights.py``. Messages are written in
+Used by ``spark-amqp publish``, ``jobs/publish_flights.py`` and the main job's demo
+(:func:`run_flights_publish`: the flights data set). Messages are written in
 batches (``Channel.publish_batch``: one socket write for many messages) and confirmed in
 windows of ``confirm_window`` messages: after each window ``wait_for_confirms`` blocks
 until the broker has confirmed everything so far, so at most ``confirm_window`` messages
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .flights import OutgoingMessage
+from .flights import FLIGHTS_EXCHANGE, OutgoingMessage, end_marker, flight_messages, load_flights
 
 
 @dataclass
@@ -151,3 +152,27 @@ def publish_messages(channel, messages: Iterable[OutgoingMessage], exchange: str
         bar.close()
     stats.seconds = time.monotonic() - started
     return stats
+
+
+def run_flights_publish(channel, exchange: str = FLIGHTS_EXCHANGE, limit: int | None = None,
+                        end_of_stream: bool = True, persistent: bool = False,
+                        progress: bool = True, rate: float | None = None,
+                        df=None) -> tuple[PublishStats, int]:
+    """Publish the flights (first ``limit`` in event-time order) and the end marker.
+
+    ``rate``: at most this many messages per second (a live feed; None: as fast as the
+    broker confirms). ``df``: the flights already loaded (:func:`load_flights`), else they
+    are loaded here. Returns ``(stats, flights)``: ``stats.confirmed`` counts the marker too.
+    Shared by ``spark-amqp publish --flights``, ``jobs/publish_flights.py`` and the main job's
+    ``--demo``.
+    """
+    import itertools
+
+    df = load_flights(limit) if df is None else df
+    messages: Iterable[OutgoingMessage] = flight_messages(df)
+    if end_of_stream:
+        messages = itertools.chain(messages, [end_marker(df)])
+    stats = publish_messages(channel, messages, exchange, total=len(df) + int(end_of_stream),
+                             persistent=persistent, progress=progress, description="flights",
+                             rate=rate)
+    return stats, len(df)
