@@ -1,9 +1,10 @@
-# The two commands: `make demo` runs the main job on the embedded broker, `make test` runs the tests.
+# The two commands: `make demo` runs the main job on the embedded broker, `make test` runs the tests
+# (`make check`: the tiers that start no JVM, docs/development.md "Test tiers and the fast check").
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test check bench clean
 
 # setup.py compiles the codec's optional fast paths (spark_amqp/protocol/_speedups.pyx, Cython)
 $(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx
@@ -21,6 +22,9 @@ test: venv
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 	# the codec once more in pure Python (the run above uses the compiled fast paths when built)
 	SPARK_AMQP_PURE_PYTHON=1 SPARK_AMQP_REQUIRE_SPEEDUPS= $(PY) -m pytest -q -p no:cacheprovider tests/protocol
+
+check: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m "not spark and not cluster and not rabbitmq_cluster" tests
 
 bench: venv
 	$(PY) -m spark_amqp.bench all

@@ -2,7 +2,11 @@
 open connection (RST, like a network failure), **stall** them (stop forwarding in both
 directions while the sockets stay open: a silently dead path, only heartbeats notice) and
 **slow** them (each chunk of at most ``chunk`` bytes waits ``delay`` seconds). New connections
-are accepted throughout (a cut is not a permanent outage); ``accepted`` counts them.
+are accepted throughout (a cut is not a permanent outage); ``accepted`` counts them and
+``bytes_up`` holds the bytes each one forwarded client → broker, in accept order.
+
+The one TCP proxy of the tests (tests/faults, tests/spark, tests/client, tests/rabbitmq_cluster
+import it as ``faults_proxy``: tests/ is on ``sys.path``, the root conftest's folder).
 
 Only loopback addresses are used. Threads are daemons and ``close()`` ends them.
 """
@@ -31,6 +35,7 @@ class FaultProxy:
         auth, _, _ = u.netloc.rpartition("@")
         self.url = urlunparse(u._replace(netloc=(auth + "@" if auth else "") + f"127.0.0.1:{self.port}"))
         self.accepted = 0
+        self.bytes_up: list[int] = []
         self.stalled = threading.Event()
         self.delay = 0.0
         self.chunk = 65536
@@ -95,10 +100,13 @@ class FaultProxy:
             with self._lock:
                 self._pairs.append((client, upstream))
                 self.accepted += 1
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True,
+                self.bytes_up.append(0)
+                index = len(self.bytes_up) - 1
+            threading.Thread(target=self._pump, args=(client, upstream, index), daemon=True,
                              name="fault-proxy-pump").start()
 
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+    def _pump(self, a: socket.socket, b: socket.socket, index: int) -> None:
+        """Forward between client ``a`` and upstream ``b``; ``bytes_up[index]`` counts a → b."""
         peer = {a: b, b: a}
         try:
             while not self._closed.is_set():
@@ -113,6 +121,8 @@ class FaultProxy:
                     if self.delay:
                         time.sleep(self.delay)
                     peer[src].sendall(data)
+                    if src is a:
+                        self.bytes_up[index] += len(data)
         except (OSError, ValueError):
             pass
         for s in (a, b):

@@ -1,15 +1,15 @@
 """Client behaviour that needs a misbehaving peer: a scripted fake server (ephemeral port)
-and a freezable proxy in front of the real RabbitMQ."""
+and the fault proxy (tests/faults_proxy.py) stalling the path to the real RabbitMQ."""
 
 from __future__ import annotations
 
 import ssl
 import threading
 import time
-from urllib.parse import urlparse
 
 import pytest
-from client_fakes import FakeServer, FreezableProxy
+from client_fakes import FakeServer
+from faults_proxy import FaultProxy
 
 from spark_amqp.client import ConnectionLost, ProtocolMismatch, connect
 from spark_amqp.protocol import Heartbeat, decode_table, spec
@@ -70,15 +70,13 @@ def test_client_sends_heartbeats_when_idle():
 
 @pytest.mark.rabbitmq
 def test_heartbeat_timeout_detected_through_frozen_proxy(rabbitmq_url):
-    u = urlparse(rabbitmq_url)
-    proxy = FreezableProxy((u.hostname, u.port or 5672))
+    proxy = FaultProxy(rabbitmq_url)
     try:
-        url = rabbitmq_url.replace(f"{u.hostname}:{u.port or 5672}", f"127.0.0.1:{proxy.port}")
-        conn = connect(url, heartbeat=1)
+        conn = connect(proxy.url, heartbeat=1)
         ch = conn.channel()
         q = ch.queue_declare("", exclusive=True).queue
         ch.basic_consume(q)
-        proxy.freeze()
+        proxy.stall()
         t0 = time.monotonic()
         with pytest.raises(ConnectionLost):
             ch.drain(timeout=10)

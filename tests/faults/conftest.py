@@ -4,7 +4,8 @@
 it afterwards; it needs root and a kernel that allows the mount, and skips the test with the
 reason otherwise (never a silent pass). ``ext4_fs(size)`` does the same with a loop-mounted
 ext4 image whose writes can be made to fail (:class:`Ext4`). Helpers importable by name:
-``faults_helpers`` (broker subprocess, tmpfs resize) and ``faults_proxy`` (TCP proxy).
+``faults_helpers`` (broker subprocess, tmpfs resize) and ``faults_proxy`` (the TCP fault proxy,
+in tests/ beside the root conftest: the other folders use it too).
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -29,18 +28,9 @@ from spark_amqp.broker.config import BrokerConfig, Permission, User
 
 RABBITMQ_MGMT = os.environ.get("SPARK_AMQP_RABBITMQ_MANAGEMENT_URL", "http://127.0.0.1:15672/")
 REQUIRE_RABBITMQ = os.environ.get("SPARK_AMQP_REQUIRE_RABBITMQ") == "1"
-_HERE = Path(__file__).resolve().parent
 
 #: users the embedded broker is configured with (created through the API on RabbitMQ)
 TEST_USERS = {"mgmt-test-none": [], "mgmt-test-mon": ["monitoring"], "mgmt-test-mgmt": ["management"]}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if (callspec is not None and callspec.params.get("api") == "rabbitmq"
-                and _HERE in Path(str(item.fspath)).resolve().parents):
-            item.add_marker(pytest.mark.rabbitmq)
 
 
 class Response:

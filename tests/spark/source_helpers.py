@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import urlparse
 
 import pika
 import pytest
@@ -83,76 +82,6 @@ def wait_until(pred, timeout: float = 30.0, interval: float = 0.2, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
-
-
-class CuttableProxy:
-    """A TCP forwarder to the broker; :meth:`cut` drops every open connection (like a network
-    failure), new connections keep working. ``accepted``: connections so far; ``bytes_up``:
-    bytes forwarded client → broker, one entry per connection in accept order."""
-
-    def __init__(self, url: str):
-        u = urlparse(url)
-        self.target = (u.hostname, u.port or 5672)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        netloc = u.netloc.rsplit("@", 1)
-        auth = netloc[0] + "@" if len(netloc) == 2 else ""
-        self.url = urlunparse(u._replace(netloc=f"{auth}127.0.0.1:{self.port}"))
-        self.socks: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.accepted = 0
-        self.bytes_up: list[int] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.server.accept()
-            except OSError:
-                return
-            try:
-                b = socket.create_connection(self.target)
-            except OSError:
-                c.close()
-                continue
-            with self.lock:
-                self.socks += [c, b]
-                self.accepted += 1
-                self.bytes_up.append(0)
-                idx = len(self.bytes_up) - 1
-            for s, d, i in ((c, b, idx), (b, c, None)):
-                threading.Thread(target=self._pump, args=(s, d, i), daemon=True).start()
-
-    def _pump(self, src, dst, up_index):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-                if up_index is not None:
-                    self.bytes_up[up_index] += len(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self):
-        with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            except OSError:
-                pass
-
-    def close(self):
-        self.server.close()
-        self.cut()
 
 
 def start_runner(*args: str, log_path: Path, idle_markers: bool = False) -> subprocess.Popen:

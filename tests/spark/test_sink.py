@@ -319,12 +319,12 @@ def test_lost_connection_is_ridden_out_and_every_row_arrives(spark, broker_url, 
     nor losing a row: every row is in the queue at least once."""
     import threading
 
-    from source_helpers import CuttableProxy
+    from faults_proxy import FaultProxy
 
     q = unique("sink-cut")
     with connect(broker_url) as conn:
         conn.channel().queue_declare(q, durable=True)
-    proxy = CuttableProxy(broker_url)
+    proxy = FaultProxy(broker_url)
 
     def cut_when_publishing():
         # both tasks connected and past their handshakes: each has sent 1 MB of its ~35 MB of

@@ -11,7 +11,8 @@ import pika
 import pytest
 from chispa import assert_df_equality
 
-from source_helpers import (CuttableProxy, consumer_count, declare, delete, kill_group,
+from faults_proxy import FaultProxy
+from source_helpers import (consumer_count, declare, delete, kill_group,
                             message_count, publish, start_runner, wait_until)
 
 pytestmark = pytest.mark.spark
@@ -172,7 +173,7 @@ def test_restart_replays_as_redeliveries(spark, broker_url, queue, tmp_path):
 
 def test_connection_loss_keeps_query_running_nothing_lost(spark, broker_url, queue, tmp_path):
     q = queue()
-    proxy = CuttableProxy(broker_url)
+    proxy = FaultProxy(broker_url)
     try:
         sq = (_stream(spark, proxy.url, [q], maxMessagesPerTrigger=50).writeStream
               .format("memory").queryName("loss_q").trigger(processingTime="200 milliseconds")

@@ -20,23 +20,9 @@ Helpers live in conformance_helpers.py (``from conformance_helpers import ...``)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from conformance_helpers import Amqp
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config, items):
-    """Mark this folder's RabbitMQ runs with the ``rabbitmq`` marker (``-m "not rabbitmq"``)."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if (callspec is not None and callspec.params.get("broker_url") == "rabbitmq"
-                and _HERE in Path(str(item.fspath)).resolve().parents):
-            item.add_marker(pytest.mark.rabbitmq)
-
 
 @pytest.fixture
 def amqp(broker_url, unique):
