@@ -90,3 +90,38 @@ def test_job_declares_and_binds_its_alerts_queue_outside_demo(broker_url, unique
             ch = conn.channel()
             ch.queue_delete(q)
             ch.exchange_delete(ex)
+
+
+def test_publish_flights_job_declares_publishes_and_checks_its_options(embedded_broker, unique,
+                                                                      capsys):
+    """``python -m spark_amqp.jobs.publish_flights`` (click, as ``spark-amqp``): the queue is
+    declared and bound, the first N flights and the marker arrive, exit 0; a bad option
+    exits 2 naming it; an unroutable run (no queue bound) exits 1."""
+    from spark_amqp.client import connect
+    from spark_amqp.jobs.delays.topology import queue_depth
+    from spark_amqp.jobs.publish_flights import main
+
+    ex, q = unique("pf-ex"), unique("pf")
+    url = embedded_broker.url
+    try:
+        assert main(["--uri", url, "--exchange", ex, "--queue", q, "--limit", "30",
+                     "--no-progress"]) == 0
+        assert queue_depth(url, q) == 31  # 30 flights + the end-of-stream marker
+        assert "published 30 flights" in capsys.readouterr().err
+        assert main(["--uri", url, "--exchange", ex, "--queue", "", "--limit", "5",
+                     "--no-progress", "--no-end-marker"]) == 0  # q still bound: routed
+        assert queue_depth(url, q) == 36
+        assert main(["--uri", url, "--limit", "-1"]) == 2
+        assert "--limit" in capsys.readouterr().err
+    finally:
+        with connect(url) as conn:
+            ch = conn.channel()
+            ch.queue_delete(q)
+            ch.exchange_delete(ex)
+    unbound = unique("pf-none")
+    try:
+        assert main(["--uri", url, "--exchange", unbound, "--queue", "", "--limit", "3",
+                     "--no-progress"]) == 1
+    finally:
+        with connect(url) as conn:
+            conn.channel().exchange_delete(unbound)
