@@ -53,46 +53,20 @@ def require_rabbitmq() -> str:
     pytest.skip(reason)
 
 
-#: The tiers (markers declared in pyproject.toml), put on each test by what it uses
-#: (:func:`pytest_collection_modifyitems`), so that a new test lands in its tier unmarked:
-#: ``spark`` (the shared SparkSession: a JVM), ``cluster`` (tests/cluster: a Spark standalone
-#: cluster or a Spark Connect server), ``rabbitmq_cluster`` (tests/rabbitmq_cluster: three
-#: RabbitMQ nodes), ``rabbitmq`` (the real RabbitMQ: a ``rabbitmq_url`` or a parameter
-#: ``"rabbitmq"`` such as ``broker_url``'s), ``broker`` (any broker, embedded or RabbitMQ: no
-#: JVM) and ``unit`` (none of these nor ``faults``). ``slow`` and ``faults`` are put by
-#: hand, as is ``spark`` on the tests that start Spark in a subprocess (the crash runners, the
-#: job, the notebook). The fast check (docs/development.md) is ``-m "not spark and not
-#: cluster and not rabbitmq_cluster"``.
-TIER_FOLDERS = {"cluster": "cluster", "rabbitmq_cluster": "rabbitmq_cluster"}
-BROKER_FIXTURES = {"embedded_broker", "embedded_broker_310", "embedded_broker_43", "broker_url",
-                   "rabbitmq_url"}
-#: the tiers that start something: a test with none of them is a ``unit`` test
-_NOT_UNIT = {"spark", "cluster", "rabbitmq_cluster", "rabbitmq", "broker", "faults"}
-
-
-def _tiers(item) -> set[str]:
-    names = set(getattr(item, "fixturenames", ()))  # with the fixtures' own fixtures
-    tiers = {m.name for m in item.iter_markers()} & _NOT_UNIT
-    if "spark" in names:
-        tiers.add("spark")
-    folder = Path(str(item.fspath)).resolve().relative_to(ROOT / "tests").parts[0]
-    if folder in TIER_FOLDERS:
-        tiers.add(TIER_FOLDERS[folder])
-    callspec = getattr(item, "callspec", None)
-    if "rabbitmq_url" in names or (callspec is not None
-                                   and "rabbitmq" in callspec.params.values()):
-        tiers.add("rabbitmq")
-    if names & BROKER_FIXTURES or "rabbitmq" in tiers:
-        tiers.add("broker")
-    if not tiers & _NOT_UNIT:
-        tiers.add("unit")
-    return tiers
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):
+    """Put each test's tiers on it (tests/tiers.py: unit, broker, rabbitmq, spark, cluster,
+    rabbitmq_cluster), from its fixtures, folder, parameters and hand-put markers."""
+    from tiers import tiers
+
+    tests = ROOT / "tests"
     for item in items:
-        for tier in sorted(_tiers(item) - {m.name for m in item.iter_markers()}):
+        have = {m.name for m in item.iter_markers()}
+        parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
+        callspec = getattr(item, "callspec", None)
+        for tier in sorted(tiers(getattr(item, "fixturenames", ()),
+                                 parts[0] if len(parts) > 1 else "",
+                                 callspec.params if callspec is not None else {}, have) - have):
             item.add_marker(tier)
 
 
