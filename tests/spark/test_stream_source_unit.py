@@ -571,3 +571,22 @@ def test_tail_probes_failing_longer_than_failover_timeout_fail_the_query():
     assert "127.0.0.1:1: " in text and "127.0.0.1:2: " in text, text
     assert "refused" in text.lower(), text
     assert 1 <= time.monotonic() - t0 < 10
+
+
+def test_range_read_gives_up_after_failover_timeout_with_a_clear_error():
+    """No node reachable: the executor's range read retries for failoverTimeout, then fails
+    naming the stream, the offsets, the bound and every address' error."""
+    import time
+
+    from spark_amqp.spark.source.stream_consumer import read_range
+    from spark_amqp.spark.source.stream_failover import StreamBrokerUnreachable
+
+    o = parse_stream_options({"stream": "s", "uri": "amqp://guest:guest@127.0.0.1:1,"
+                              "127.0.0.1:2/%2F", "failovertimeout": "0.5"})
+    t0 = time.monotonic()
+    with pytest.raises(StreamBrokerUnreachable) as e:
+        list(read_range(o, "s", 10, 20))
+    text = str(e.value)
+    assert 0.5 <= time.monotonic() - t0 < 10
+    assert "offsets [10, 20) of stream 's'" in text and "failoverTimeout 0.5 s" in text, text
+    assert "127.0.0.1:1" in text and "127.0.0.1:2" in text and "guest:guest" not in text, text

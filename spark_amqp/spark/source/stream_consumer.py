@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterator
 
+from ..connection_options import redact_uri
 from .arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
 from .stream_options import StreamOptions
 
@@ -110,11 +111,13 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
     lands on another node: every replica of a stream has the same offsets, RabbitMQ docs
     "Streams") and goes on from the offset after the last one yielded, so each offset is
     yielded exactly once; with back-off, for at most ``failoverTimeout`` seconds (default
-    :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then the last error is raised.
+    :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then
+    :class:`.stream_failover.StreamBrokerUnreachable` is raised (from the last error, which
+    lists every address when there are several).
 
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
-    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and the
-    client's connection errors once reconnects have failed for ``failoverTimeout`` seconds
+    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and
+    ``StreamBrokerUnreachable`` once reconnects have failed for ``failoverTimeout`` seconds
     (Spark retries the task; the replay reads the same rows).
     """
     import time
@@ -138,7 +141,15 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since >= bound:
-                raise
+                from .stream_failover import StreamBrokerUnreachable
+
+                raise StreamBrokerUnreachable(
+                    f"amqp stream source: offsets [{progress['next']}, {end}) of stream "
+                    f"{stream!r} could not be read on any broker address for "
+                    f"{now - failing_since:.1f} s (failoverTimeout {bound:g} s); last error: "
+                    f"{type(e).__name__}: {redact_uri(str(e))}. Nothing is lost: the batch is "
+                    "read again when Spark retries the task or the query restarts from its "
+                    "checkpoint.") from e
             log.warning("stream %r: connection lost while reading offsets [%d, %d) (%s); "
                         "reconnecting through the next broker address", stream,
                         progress["next"], end, e)

@@ -121,7 +121,8 @@ class AddressErrors:
 
 
 class StreamBrokerUnreachable(ConnectionError):
-    """The driver could not probe the streams on any broker address for ``failoverTimeout``
-    seconds: the stream-mode query fails with this error, whose message lists every address
-    and its last error. Nothing is lost: a stream keeps no consumer position; the restarted
-    query resumes from its checkpoint."""
+    """No broker address served the streams for ``failoverTimeout`` seconds: raised by the
+    driver when its tail probes failed that long (the stream-mode query fails; the message
+    lists every address and its last error), and by an executor's range read (the task fails;
+    Spark may retry it). Nothing is lost: a stream keeps no consumer position; the restarted
+    query resumes from its checkpoint and reads the same offsets."""
