@@ -30,8 +30,10 @@ class Publisher(threading.Thread):
     messages per second, in confirmed chunks of ``chunk``; ``confirmed`` counts them.
 
     A chunk whose confirms do not come within ``confirm_timeout`` s (RabbitMQ 3.10 may never
-    confirm what a stream's lost leader had in flight), or whose connection is lost (its node
-    stopped: ``url`` may list several nodes), is published again on a new connection, at most
+    confirm what a stream's lost leader had in flight), that the broker nacks (seen in a
+    rolling restart: a quorum queue or stream without a leader for a moment), or whose
+    connection is lost (its node stopped: ``url`` may list several nodes), is published again
+    on a new connection, at most
     ``retries`` times (at-least-once: ``republished`` counts the messages sent again; a test
     compares with what the queue or stream holds). :meth:`stop` ends the run after the chunk
     in flight is confirmed (then ``confirmed`` ids were published)."""
@@ -60,7 +62,7 @@ class Publisher(threading.Thread):
         return conn, ch
 
     def run(self) -> None:
-        from spark_amqp.client.errors import ConfirmTimeout
+        from spark_amqp.client.errors import ConfirmTimeout, PublishNacked
         from spark_amqp.protocol import BasicProperties
         from spark_amqp.protocol.errors import AMQPError
 
@@ -78,7 +80,7 @@ class Publisher(threading.Thread):
                     res = ch.wait_for_confirms(timeout=self.confirm_timeout)
                     if res.nacked:
                         raise ConfirmTimeout(len(res.nacked), 0)  # published again below
-                except (ConfirmTimeout, OSError, AMQPError) as exc:
+                except (ConfirmTimeout, PublishNacked, OSError, AMQPError) as exc:
                     retries += 1
                     if retries > self.retries:
                         raise
