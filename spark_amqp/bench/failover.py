@@ -12,12 +12,18 @@
 2. **failover, queue mode**: the same with a queue-mode query (``maxMessagesPerTrigger`` 1000,
    trigger 500 ms, ``connectionTimeout`` 3 s) instead of the consumer: stop_app -> the first
    micro-batch holding a message published after the stop.
-3. **throughput**: a queue-mode ``Trigger.AvailableNow`` query drains ``--drain`` messages of
-   200 B from a quorum queue through the cluster URI and, in the same run, from a quorum queue
-   on the single system node (``amqp://guest:guest@127.0.0.1:5672/%2F``); rows/s and the ratio.
+3. **failover, stream mode**: a stream-mode query (``maxMessagesPerTrigger`` 1000, trigger
+   500 ms, ``connectionTimeout`` 3 s, addresses in order) of a stream led by node 2 (declared
+   there), the publisher on node 4: stop_app of node 2 -> the first micro-batch holding a
+   message published after the stop (the driver's tail probe and the executors' range reads
+   reconnect to node 3; RabbitMQ elects a new stream leader meanwhile).
+4. **throughput**: a ``Trigger.AvailableNow`` query drains ``--drain`` messages of 200 B through
+   the cluster URI and, in the same run, on the single system node
+   (``amqp://guest:guest@127.0.0.1:5672/%2F``): a quorum queue in queue mode, a stream in
+   stream mode; rows/s and the ratios.
 
-Each failover row is the median of ``--runs`` runs (node 2 restarted between runs). Stream mode
-is not measured here (its in-task failover relies on Spark's task retry).
+Each failover row is the median of ``--runs`` runs (node 2 restarted between runs, and its
+replicas back online).
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ import uuid
 
 from ..cli.rabbitmq_cluster import LocalRabbitMQCluster
 from ..client import connect
-from .common import fill_queue, local_spark
+from .common import fill_queue, local_spark, publish_confirmed
 
 SINGLE_NODE = "amqp://guest:guest@127.0.0.1:5672/%2F"
 QUORUM = {"x-queue-type": "quorum"}
+STREAM = {"x-queue-type": "stream"}
 
 
 class _Publisher(threading.Thread):
@@ -45,24 +52,43 @@ class _Publisher(threading.Thread):
         self.confirmed = 0
         self.stop_flag = threading.Event()
 
+    def _open(self):
+        conn = connect(self.url, failover_timeout=60)
+        ch = conn.channel()
+        ch.confirm_select()
+        return conn, ch
+
     def run(self) -> None:
-        with connect(self.url) as conn:
-            ch = conn.channel()
-            ch.confirm_select()
-            t0 = time.monotonic()
-            while not self.stop_flag.is_set():
+        """Publish chunk after chunk; a chunk not confirmed within 10 s (RabbitMQ 3.10 may
+        never confirm what a stream's lost leader had in flight) or whose connection is lost
+        is published again on a new connection (at-least-once)."""
+        conn, ch = self._open()
+        t0 = time.monotonic()
+        while not self.stop_flag.is_set():
+            try:
                 for i in range(self.confirmed, self.confirmed + self.chunk):
                     ch.basic_publish(b"%08d" % i, routing_key=self.queue)
-                ch.wait_for_confirms(timeout=60)
-                self.confirmed += self.chunk
-                ahead = t0 + self.confirmed / self.rate - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)
+                ch.wait_for_confirms(timeout=10)
+            except Exception:  # noqa: BLE001 - publish the chunk again elsewhere
+                try:
+                    conn.abort("publishing again")
+                except Exception:  # noqa: BLE001
+                    pass
+                conn, ch = self._open()
+                continue
+            self.confirmed += self.chunk
+            ahead = t0 + self.confirmed / self.rate - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
-def _declare(url: str, queue: str) -> None:
+def _declare(url: str, queue: str, arguments: dict = QUORUM) -> None:
     with connect(url) as conn:
-        conn.channel().queue_declare(queue, durable=True, arguments=QUORUM)
+        conn.channel().queue_declare(queue, durable=True, arguments=arguments)
 
 
 def _delete(url: str, queue: str) -> None:
@@ -126,11 +152,13 @@ def client_failover(c: LocalRabbitMQCluster, rate: float) -> float:
         _delete(c.url(), q)
 
 
-def query_failover(spark, c: LocalRabbitMQCluster, rate: float, tmp: str) -> float:
-    """Seconds from stop_app of node 2 to the first micro-batch with a new message."""
+def query_failover(spark, c: LocalRabbitMQCluster, rate: float, tmp: str,
+                   stream: bool = False) -> float:
+    """Seconds from stop_app of node 2 to the first micro-batch with a new message (queue
+    mode on a quorum queue, or ``stream`` mode on a stream)."""
     n2, _, n4 = c.nodes
     q = f"bench-failover-{uuid.uuid4().hex[:8]}"
-    _declare(c.node_url(n2), q)
+    _declare(c.node_url(n2), q, STREAM if stream else QUORUM)
     batches: list = []
 
     def collect(df, _):
@@ -138,8 +166,10 @@ def query_failover(spark, c: LocalRabbitMQCluster, rate: float, tmp: str) -> flo
         batches.append((time.monotonic(), max(ids) if ids else None))
 
     pub = _Publisher(c.node_url(n4), q, rate)
-    query = (spark.readStream.format("amqp").option("uri", c.url()).option("queue", q)
-             .option("maxMessagesPerTrigger", "1000").option("shuffleAddresses", "false")
+    reader = spark.readStream.format("amqp").option("uri", c.url())
+    reader = (reader.option("stream", q).option("startingOffsets", "earliest") if stream
+              else reader.option("queue", q))
+    query = (reader.option("maxMessagesPerTrigger", "1000").option("shuffleAddresses", "false")
              .option("connectionTimeout", "3").load()
              .writeStream.foreachBatch(collect).trigger(processingTime="500 milliseconds")
              .option("checkpointLocation", f"{tmp}/{q}").start())
@@ -165,6 +195,7 @@ def query_failover(spark, c: LocalRabbitMQCluster, rate: float, tmp: str) -> flo
         query.stop()
         pub.join(30)
         c.start_app(n2)
+        c.wait_online([q])
         _delete(c.url(), q)
 
 
@@ -187,6 +218,27 @@ def drain_rate(spark, url: str, declare_url: str, n: int, tmp: str) -> float:
         return n / took
     finally:
         _delete(declare_url, q)
+
+
+def stream_drain_rate(spark, url: str, declare_url: str, n: int, tmp: str) -> float:
+    """Rows/s of a stream-mode AvailableNow query reading ``n`` messages of a stream."""
+    s = f"bench-drain-{uuid.uuid4().hex[:8]}"
+    _declare(declare_url, s, STREAM)
+    try:
+        publish_confirmed(declare_url, s, n, b"x" * 200)
+        got = []
+        t0 = time.monotonic()
+        query = (spark.readStream.format("amqp").option("uri", url).option("stream", s)
+                 .option("startingOffsets", "earliest").load()
+                 .writeStream.foreachBatch(lambda df, _: got.append(df.count()))
+                 .trigger(availableNow=True).option("checkpointLocation", f"{tmp}/{s}").start())
+        query.awaitTermination()
+        took = time.monotonic() - t0
+        if sum(got) != n:
+            raise RuntimeError(f"{sum(got)} rows read of the {n} in {s}")
+        return n / took
+    finally:
+        _delete(declare_url, s)
 
 
 def main(argv=None) -> int:
@@ -212,20 +264,28 @@ def main(argv=None) -> int:
             print(f"client failover runs: {[round(x, 1) for x in client]}", flush=True)
             queue = [query_failover(spark, c, a.rate, tmp) for _ in range(a.runs)]
             print(f"queue-mode failover runs: {[round(x, 1) for x in queue]}", flush=True)
+            stream = [query_failover(spark, c, a.rate, tmp, stream=True)
+                      for _ in range(a.runs)]
+            print(f"stream-mode failover runs: {[round(x, 1) for x in stream]}", flush=True)
             cluster_rate = drain_rate(spark, c.url(), c.node_url(c.nodes[0]), a.drain, tmp)
             single_rate = drain_rate(spark, SINGLE_NODE, SINGLE_NODE, a.drain, tmp)
+            cluster_srate = stream_drain_rate(spark, c.url(), c.node_url(c.nodes[0]), a.drain,
+                                              tmp)
+            single_srate = stream_drain_rate(spark, SINGLE_NODE, SINGLE_NODE, a.drain, tmp)
         spark.stop()
     finally:
         c.stop()
     print()
-    print(f"{'row':58} {'figure':>14}")
-    print(f"{'failover, client: stop_app -> next new message (median)':58} "
-          f"{statistics.median(client):>12.1f} s")
-    print(f"{'failover, queue mode: stop_app -> next batch (median)':58} "
-          f"{statistics.median(queue):>12.1f} s")
-    print(f"{'drain quorum queue, 3-node cluster':58} {cluster_rate:>10,.0f} rows/s")
-    print(f"{'drain quorum queue, single node (baseline)':58} {single_rate:>10,.0f} rows/s")
-    print(f"{'cluster / single node':58} {cluster_rate / single_rate:>13.2f}x")
+    print(f"{'row':62} {'figure':>14}")
+    for name, runs in (("failover, client: stop_app -> next new message", client),
+                       ("failover, queue mode: stop_app -> next batch", queue),
+                       ("failover, stream mode: stop_app -> next batch", stream)):
+        print(f"{name + ' (median)':62} {statistics.median(runs):>12.1f} s")
+    for what, cl, single in (("quorum queue, queue mode", cluster_rate, single_rate),
+                             ("stream, stream mode", cluster_srate, single_srate)):
+        print(f"{'drain ' + what + ', 3-node cluster':62} {cl:>10,.0f} rows/s")
+        print(f"{'drain ' + what + ', single node (baseline)':62} {single:>10,.0f} rows/s")
+        print(f"{'  cluster / single node':62} {cl / single:>13.2f}x")
     return 0
 
 

@@ -257,19 +257,52 @@ class LocalRabbitMQCluster:
         self._await(node, timeout)
         self.wait_running([node], timeout)
 
-    def leader(self, queue: str, vhost: str = "/") -> str | None:
-        """The node leading a quorum queue or stream (``list_queues name leader``), or None."""
-        for node in self.nodes:
+    def queue_rows(self, vhost: str = "/", via: str | None = None) -> dict:
+        """``{queue: {"type", "leader", "members", "online"}}`` of the vhost's queues
+        (``rabbitmqctl list_queues name type leader members online``) as seen by ``via`` (default:
+        the first node that answers); ``{}`` when no node answers. ``online``: the members whose
+        replica runs (a quorum queue's Ra member, a stream's osiris replica)."""
+        import json
+
+        for node in ([via] if via else self.nodes):
             res = self._run(["rabbitmqctl", "-n", node, "list_queues", "-p", vhost, "name",
-                             "leader", "--formatter", "json"],
+                             "type", "leader", "members", "online", "--formatter", "json"],
                             timeout=30, check=False)
             if res.returncode == 0:
-                import json
+                try:
+                    rows = json.loads(res.stdout or "[]")
+                except ValueError:  # a node answering while it starts: ask the next one
+                    continue
+                return {r["name"]: r for r in rows if isinstance(r, dict) and "name" in r}
+        return {}
 
-                for row in json.loads(res.stdout or "[]"):
-                    if row.get("name") == queue:
-                        return row.get("leader") or None
-        return None
+    def leader(self, queue: str, vhost: str = "/") -> str | None:
+        """The node leading a quorum queue or stream (``list_queues name leader``), or None."""
+        row = self.queue_rows(vhost).get(queue) or {}
+        leader = row.get("leader")
+        return leader if isinstance(leader, str) and "@" in leader else None
+
+    def wait_online(self, queues, timeout: float = 120.0, vhost: str = "/") -> float:
+        """Wait until every member of each quorum queue or stream of ``queues`` is online (its
+        replica runs again after a node's restart) and it has a leader; the seconds waited.
+        What RabbitMQ's upgrade guide asks before the next node of a rolling restart
+        (``rabbitmq-upgrade await_online_quorum_plus_one`` waits for a quorum + 1 only)."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        while True:
+            rows = self.queue_rows(vhost)
+            missing = {}
+            for q in queues:
+                r = rows.get(q) or {}
+                members, online = r.get("members") or [], r.get("online") or []
+                if not members or set(members) - set(online) or "@" not in str(r.get("leader")):
+                    missing[q] = r
+            if not missing:
+                return time.monotonic() - t0
+            if time.monotonic() > deadline:
+                raise RabbitMQClusterError(f"replicas not all online after {timeout} s: "
+                                           f"{missing}")
+            time.sleep(0.5)
 
 
 # -- the ``spark-amqp rabbitmq-cluster`` command -----------------------------------------------

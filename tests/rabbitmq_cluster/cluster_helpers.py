@@ -27,59 +27,96 @@ def delete_queue(url: str, queue: str) -> None:
 
 class Publisher(threading.Thread):
     """Publish ids ``0..n-1`` (bodies ``b"%08d"``) to ``queue`` through ``url``, ``rate``
-    messages per second, in confirmed chunks of ``chunk``; ``confirmed`` counts them."""
+    messages per second, in confirmed chunks of ``chunk``; ``confirmed`` counts them.
+
+    A chunk whose confirms do not come within ``confirm_timeout`` s (RabbitMQ 3.10 may never
+    confirm what a stream's lost leader had in flight), that the broker nacks (seen in a
+    rolling restart: a quorum queue or stream without a leader for a moment), or whose
+    connection is lost (its node stopped: ``url`` may list several nodes), is published again
+    on a new connection, at most
+    ``retries`` times (at-least-once: ``republished`` counts the messages sent again; a test
+    compares with what the queue or stream holds). :meth:`stop` ends the run after the chunk
+    in flight is confirmed (then ``confirmed`` ids were published)."""
 
     def __init__(self, url: str, queue: str, n: int, rate: float = 1000.0, chunk: int = 100,
-                 persistent: bool = False):
+                 persistent: bool = False, retries: int = 3, confirm_timeout: float = 30.0):
         super().__init__(daemon=True, name="cluster-publisher")
         self.url, self.queue, self.n, self.rate, self.chunk = url, queue, n, rate, chunk
         self.persistent = persistent
+        self.retries, self.confirm_timeout = retries, confirm_timeout
         self.confirmed = 0
+        self.republished = 0
+        self.reconnects: list[str] = []
         self.error: BaseException | None = None
+        self._stop_flag = threading.Event()
 
-    #: confirm timeouts ridden out by publishing the chunk again on a new connection
-    RETRIES = 3
+    def stop(self, timeout: float = 120.0) -> None:
+        """End after the chunk in flight; wait for the thread."""
+        self._stop_flag.set()
+        self.join(timeout)
+
+    def _open(self):
+        conn = connect(self.url, failover_timeout=60, connection_timeout=3)
+        ch = conn.channel()
+        ch.confirm_select()
+        return conn, ch
 
     def run(self) -> None:
-        from spark_amqp.client.errors import ConfirmTimeout
+        from spark_amqp.client.errors import ConfirmTimeout, PublishNacked
         from spark_amqp.protocol import BasicProperties
+        from spark_amqp.protocol.errors import AMQPError
 
         props = BasicProperties(delivery_mode=2) if self.persistent else None
         retries = 0
-        self.republished = 0
+        conn = None
         try:
-            conn = connect(self.url)
-            ch = conn.channel()
-            ch.confirm_select()
+            conn, ch = self._open()
             t0 = time.monotonic()
             start = 0
-            while start < self.n:
-                for i in range(start, min(start + self.chunk, self.n)):
-                    ch.basic_publish(b"%08d" % i, routing_key=self.queue, properties=props)
+            while start < self.n and not self._stop_flag.is_set():
                 try:
-                    res = ch.wait_for_confirms(timeout=30)
-                except ConfirmTimeout:
-                    # RabbitMQ 3.10 may never confirm what a stream's lost leader had in
-                    # flight: publish the chunk again (at-least-once; the test compares the
-                    # query with what the stream holds)
+                    for i in range(start, min(start + self.chunk, self.n)):
+                        ch.basic_publish(b"%08d" % i, routing_key=self.queue, properties=props)
+                    res = ch.wait_for_confirms(timeout=self.confirm_timeout)
+                    if res.nacked:
+                        raise ConfirmTimeout(len(res.nacked), 0)  # published again below
+                except (ConfirmTimeout, PublishNacked, OSError, AMQPError) as exc:
                     retries += 1
-                    if retries > self.RETRIES:
+                    if retries > self.retries:
                         raise
                     self.republished += self.chunk
-                    conn.abort("confirm timeout")
-                    conn = connect(self.url)
-                    ch = conn.channel()
-                    ch.confirm_select()
+                    self.reconnects.append(f"{type(exc).__name__}: {exc}")
+                    try:
+                        conn.abort("publishing again")
+                    except Exception:  # noqa: BLE001 - it is gone already
+                        pass
+                    conn, ch = self._open()
                     continue
-                assert not res.nacked, res
                 start = min(start + self.chunk, self.n)
                 self.confirmed = start
                 ahead = t0 + self.confirmed / self.rate - time.monotonic()
                 if ahead > 0:
-                    time.sleep(ahead)
+                    self._stop_flag.wait(ahead)
             conn.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
+
+
+def drain(url: str, queue: str, idle: float = 3.0) -> list:
+    """Consume (and ack) everything in ``queue``: ``[(message_id, body), ...]`` until nothing
+    came for ``idle`` seconds."""
+    out = []
+    with connect(url) as conn:
+        ch = conn.channel()
+        ch.basic_qos(2000)
+        ch.basic_consume(queue)
+        while True:
+            ds = ch.drain(timeout=idle)
+            if not ds:
+                return out
+            for d in ds:
+                out.append((getattr(d.properties, "message_id", None), bytes(d.body)))
+            ch.basic_ack(ds[-1].delivery_tag, multiple=True)
 
 
 class BatchLog:

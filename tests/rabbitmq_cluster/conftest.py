@@ -1,10 +1,11 @@
-"""A real three-node RabbitMQ cluster for the failover tests (issue 27), one per test module.
+"""A real three-node RabbitMQ cluster for the failover tests (issue 27), one per test session.
 
 ``rmq_cluster``: a started :class:`spark_amqp.cli.rabbitmq_cluster.LocalRabbitMQCluster`
 (nodes ``rabbit2/3/4@localhost`` on AMQP ports 5622/5632/5642, clustered; ~15-30 s to start),
-stopped and its folders removed at the end of the module. Between tests every node is brought
-back up (a test that stopped or killed one need not). Fault API: the cluster's ``stop_app``,
-``start_app``, ``kill9``, ``restart``, ``leader``; ``stall_proxy(node)`` puts the existing
+stopped and its folders removed at the end of the session (the test modules share it).
+Between tests every node is brought back up (a test that stopped or killed one need not).
+Fault API: the cluster's ``stop_app``, ``start_app``, ``kill9``, ``restart``, ``leader``,
+``wait_online`` (every replica of some queues running again); ``stall_proxy(node)`` puts the existing
 :class:`faults_proxy.FaultProxy` in front of a node (its ``stall()`` stops forwarding while the
 sockets stay open: only heartbeats notice).
 
@@ -42,7 +43,7 @@ def _cannot_run() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rmq_cluster():
     from spark_amqp.cli.rabbitmq_cluster import LocalRabbitMQCluster, RabbitMQClusterError
 
@@ -66,7 +67,7 @@ def rmq_cluster():
 
 @pytest.fixture
 def cluster(rmq_cluster):
-    """The module's cluster, with every node running again after the test."""
+    """The session's cluster, with every node running again after the test."""
     yield rmq_cluster
     heal(rmq_cluster)
 

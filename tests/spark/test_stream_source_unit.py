@@ -484,3 +484,109 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
     assert _lost_connection(ConnectionLost("reset")) and _lost_connection(
         ConnectionForced("CONNECTION_FORCED - shutdown"))
     assert not _lost_connection(ReadTimeout("no delivery"))
+
+
+# -- failover of the driver's probe (issue 27) -----------------------------------------------
+
+def test_connect_avoiding_tries_the_nodes_without_a_replica_last():
+    from spark_amqp.spark.source.stream_failover import connect_avoiding
+
+    calls = []
+
+    def fake_connect(uri, **kw):
+        calls.append(kw)
+        return "conn"
+
+    uri = "amqp://guest:guest@h1:5001,h2:5002,h3:5003/%2F"
+    assert connect_avoiding(fake_connect, uri, {"heartbeat": 5}, set()) == "conn"
+    assert calls[-1] == {"heartbeat": 5}                     # nothing to avoid: unchanged
+    for _ in range(20):
+        connect_avoiding(fake_connect, uri, {}, {"h1:5001"})
+        assert calls[-1]["addresses"][-1] == ("h1", 5001)     # shuffled, the avoided one last
+        assert calls[-1]["shuffle_addresses"] is False
+    connect_avoiding(fake_connect, uri, {"shuffle_addresses": False}, {"h2:5002"})
+    assert calls[-1]["addresses"] == (("h1", 5001), ("h3", 5003), ("h2", 5002))
+
+
+def test_probe_goes_on_at_once_on_a_node_with_a_running_replica(monkeypatch):
+    """RabbitMQ 3.10 answers the probe's basic.consume on a node whose replica is restarting
+    with 506 "does not have a running local replica" (closing the connection): the probe
+    takes another node within the same call, and tries that node last from then on."""
+    from types import SimpleNamespace
+
+    from spark_amqp.protocol.errors import ResourceError
+    from spark_amqp.spark.source.stream_probe import StreamProbe
+
+    class Conn:
+        def __init__(self, kw):
+            host, port = kw["addresses"][0] if "addresses" in kw else ("h1", 5001)
+            self.params = SimpleNamespace(host=host, port=port)
+            self.is_open = True
+
+        def close(self):
+            self.is_open = False
+
+    used = []
+
+    def probe_once(self, streams, spec, wait, whole_chunk):
+        used.append(self.conn.params.port)
+        if self.conn.params.port == 5001:
+            raise ResourceError("RESOURCE_ERROR - queue 's' in vhost '/' does not have a "
+                                "running local replica")
+        return {s: (0, 41) for s in streams}
+
+    monkeypatch.setattr(StreamProbe, "_probe_once", probe_once)
+    p = StreamProbe("amqp://guest:guest@h1:5001,h2:5002/%2F?shuffle_addresses=false",
+                    connect_fn=lambda uri, **kw: Conn(kw))
+    assert p.tails(["s"]) == {"s": 42}
+    assert used == [5001, 5002] and p.avoid == {"h1:5001"}
+    assert "h1:5001: ResourceError" in p.errors.describe()
+    assert p.tails(["s"]) == {"s": 42} and used[-1] == 5002
+
+
+def test_tail_probes_failing_longer_than_failover_timeout_fail_the_query():
+    """Every node down: each trigger plans with the tails known so far and probes again;
+    after failoverTimeout the query fails with one error listing every address and its last
+    error (real connects to closed ports)."""
+    import time
+
+    from spark_amqp.spark.source.stream_failover import StreamBrokerUnreachable
+
+    o = parse_stream_options({"stream": "a", "uri": "amqp://guest:guest@127.0.0.1:1,"
+                              "127.0.0.1:2/%2F", "failovertimeout": "1",
+                              "connectiontimeout": "1"})
+    r = AmqpStreamSourceReader(o)
+    r._planner._streams = ("a",)              # as after the first trigger
+    r._tails = {"a": 30}
+    start = {"streams": {"a": 10}}
+    t0 = time.monotonic()
+    assert r.latestOffset(start, None) == {"streams": {"a": 30}}   # the known tail
+    with pytest.raises(StreamBrokerUnreachable) as e:
+        while time.monotonic() - t0 < 10:
+            r._next_probe = 0
+            r.latestOffset(start, None)
+            time.sleep(0.1)
+    text = str(e.value)
+    assert "failoverTimeout 1 s" in text and "guest:guest" not in text
+    assert "127.0.0.1:1: " in text and "127.0.0.1:2: " in text, text
+    assert "refused" in text.lower(), text
+    assert 1 <= time.monotonic() - t0 < 10
+
+
+def test_range_read_gives_up_after_failover_timeout_with_a_clear_error():
+    """No node reachable: the executor's range read retries for failoverTimeout, then fails
+    naming the stream, the offsets, the bound and every address' error."""
+    import time
+
+    from spark_amqp.spark.source.stream_consumer import read_range
+    from spark_amqp.spark.source.stream_failover import StreamBrokerUnreachable
+
+    o = parse_stream_options({"stream": "s", "uri": "amqp://guest:guest@127.0.0.1:1,"
+                              "127.0.0.1:2/%2F", "failovertimeout": "0.5"})
+    t0 = time.monotonic()
+    with pytest.raises(StreamBrokerUnreachable) as e:
+        list(read_range(o, "s", 10, 20))
+    text = str(e.value)
+    assert 0.5 <= time.monotonic() - t0 < 10
+    assert "offsets [10, 20) of stream 's'" in text and "failoverTimeout 0.5 s" in text, text
+    assert "127.0.0.1:1" in text and "127.0.0.1:2" in text and "guest:guest" not in text, text

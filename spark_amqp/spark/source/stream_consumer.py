@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterator
 
+from ..connection_options import redact_uri
 from .arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
 from .stream_options import StreamOptions
 
@@ -88,21 +89,14 @@ DEFAULT_READ_FAILOVER_TIMEOUT = 60.0
 
 
 def _lost_connection(e: BaseException) -> bool:
-    """A loss worth a reconnect (another node may serve the stream): a lost socket or a
-    refused connect (``OSError``, except the read timeout), the broker forcing the connection
-    closed (320 CONNECTION_FORCED: a node shutting down), or a node whose replica of the
-    stream is not running (yet): 406 "does not have a replica on the local node" or 506
-    RESOURCE_ERROR "does not have a running local replica" (both seen on RabbitMQ 3.10 right
-    after ``start_app`` of a node or while a stopped node's replicas restart, and during a
-    re-election; rabbit_stream_queue:consume). Another node, or the same one a moment later,
-    serves the read."""
-    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed, ResourceError
+    """A loss worth a reconnect (another node may serve the stream): see
+    :func:`.stream_failover.lost_connection` (a lost socket or refused connect, 320
+    CONNECTION_FORCED, or a node whose replica of the stream is not running: 406/506 on
+    RabbitMQ 3.10 while a stopped node's replicas restart, right after ``start_app``, and during
+    a re-election)."""
+    from .stream_failover import lost_connection
 
-    if isinstance(e, (PreconditionFailed, ResourceError)):
-        return "local replica" in str(getattr(e, "reply_text", "") or e) \
-            or "replica on the local node" in str(getattr(e, "reply_text", "") or e)
-    return (isinstance(e, OSError) and not isinstance(e, TimeoutError)) \
-        or isinstance(e, ConnectionForced)
+    return lost_connection(e)
 
 
 def read_range(options: StreamOptions, stream: str, start: int, end: int,
@@ -117,11 +111,13 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
     lands on another node: every replica of a stream has the same offsets, RabbitMQ docs
     "Streams") and goes on from the offset after the last one yielded, so each offset is
     yielded exactly once; with back-off, for at most ``failoverTimeout`` seconds (default
-    :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then the last error is raised.
+    :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then
+    :class:`.stream_failover.StreamBrokerUnreachable` is raised (from the last error, which
+    lists every address when there are several).
 
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
-    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and the
-    client's connection errors once reconnects have failed for ``failoverTimeout`` seconds
+    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and
+    ``StreamBrokerUnreachable`` once reconnects have failed for ``failoverTimeout`` seconds
     (Spark retries the task; the replay reads the same rows).
     """
     import time
@@ -133,10 +129,11 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
     bound = DEFAULT_READ_FAILOVER_TIMEOUT if bound is None else float(bound)
     failing_since = None
     backoff = 0.2
+    avoid: set = set()  # nodes that answered "no running replica": tried last
     while True:
         try:
             yield from _read_range_once(options, stream, progress["next"], end, connect_fn,
-                                        progress)
+                                        progress, avoid)
             return
         except Exception as e:
             if not _lost_connection(e) or progress["next"] >= end:
@@ -144,7 +141,15 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since >= bound:
-                raise
+                from .stream_failover import StreamBrokerUnreachable
+
+                raise StreamBrokerUnreachable(
+                    f"amqp stream source: offsets [{progress['next']}, {end}) of stream "
+                    f"{stream!r} could not be read on any broker address for "
+                    f"{now - failing_since:.1f} s (failoverTimeout {bound:g} s); last error: "
+                    f"{type(e).__name__}: {redact_uri(str(e))}. Nothing is lost: the batch is "
+                    "read again when Spark retries the task or the query restarts from its "
+                    "checkpoint.") from e
             log.warning("stream %r: connection lost while reading offsets [%d, %d) (%s); "
                         "reconnecting through the next broker address", stream,
                         progress["next"], end, e)
@@ -153,78 +158,97 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
 
 
 def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
-                     connect_fn, progress: dict) -> Iterator:
+                     connect_fn, progress: dict, avoid: set | None = None) -> Iterator:
     """One connection's part of :func:`read_range`; ``progress["next"]`` is moved past the
-    offsets of every batch yielded."""
+    offsets of every batch yielded. A node that answers that its replica is not running is
+    added to ``avoid`` (tried last by the next connect)."""
+    from .stream_failover import address_of, connect_avoiding, replica_unavailable
+
     if end <= start:
         return
     if connect_fn is None:
         from spark_amqp.client import connect as connect_fn
-    conn = connect_fn(options.uri, **{**options.client_kwargs(), "failover_timeout": 0})
+    avoid = set() if avoid is None else avoid
+    conn = connect_avoiding(connect_fn, options.uri,
+                            {**options.client_kwargs(), "failover_timeout": 0}, avoid)
     try:
-        ch = conn.channel()
-        ch.set_raw_deliveries()
-        ch.basic_qos(options.prefetch)
-        tag = ch.basic_consume(stream, arguments={"x-stream-offset": start})
-        cols: list[list] = [[], [], [], [], []]
-        offs: list[int] = []
-        checked = False
-        done = False
-        while not done:
-            items = ch.drain(None, options.read_timeout)
-            if not items:
-                raise ReadTimeout(
-                    f"no delivery from stream {stream!r} for {options.read_timeout:g}s while "
-                    f"reading offsets [{start}, {end}) (last kept offset: "
-                    f"{offs[-1] if offs else None}); the broker may be overloaded, or the "
-                    "stream was deleted; option readTimeout sets the wait")
-            for it in items:
-                b, r, e, k, p = _columns(it)
-                o = _offsets(stream, p)
-                if not checked:
-                    checked = True
-                    if o[0] > start:
-                        _check_loss(conn, options, stream, start, end, o[0])
-                lo = 0
-                n = len(o)
-                while lo < n and o[lo] < start:
-                    lo += 1
-                hi = lo
-                while hi < n and o[hi] < end:
-                    hi += 1
-                if lo < hi:
-                    if lo == 0 and hi == n:
-                        parts = (b, r, e, k, p)
-                        offs.extend(o)
-                    else:
-                        parts = (b[lo:hi], r[lo:hi], e[lo:hi], k[lo:hi], p[lo:hi])
-                        offs.extend(o[lo:hi])
-                    for col, part in zip(cols, parts):
-                        col.extend(part)
-                if o[-1] >= end - 1:
-                    done = True
-                    break
-            if not done:
-                last = items[-1]
-                ch.basic_ack(last.last_tag if hasattr(last, "last_tag") else last.delivery_tag,
-                             multiple=True)
-            if len(offs) >= ARROW_BATCH_ROWS or (done and offs):
-                packed = pack_columns(stream, offs[0], cols[0], cols[1], cols[2], cols[3],
-                                      cols[4], options.include_headers)
-                packed.offsets = offs
-                yield from to_record_batches(packed, columns=options.columns)
-                progress["next"] = offs[-1] + 1
-                cols = [[], [], [], [], []]
-                offs = []
-        try:
-            ch.basic_cancel(tag)
-        except Exception:  # noqa: BLE001 - the close below ends the consumer anyway
-            pass
+        yield from _consume_range(conn, options, stream, start, end, progress)
+    except Exception as e:
+        where = address_of(conn)
+        if where is not None:
+            if replica_unavailable(e):
+                avoid.add(where)
+            else:
+                avoid.discard(where)
+        raise
     finally:
         try:
             conn.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _consume_range(conn, options: StreamOptions, stream: str, start: int, end: int,
+                   progress: dict) -> Iterator:
+    """Consume ``[start, end)`` of ``stream`` on the open ``conn`` (see :func:`read_range`)."""
+    ch = conn.channel()
+    ch.set_raw_deliveries()
+    ch.basic_qos(options.prefetch)
+    tag = ch.basic_consume(stream, arguments={"x-stream-offset": start})
+    cols: list[list] = [[], [], [], [], []]
+    offs: list[int] = []
+    checked = False
+    done = False
+    while not done:
+        items = ch.drain(None, options.read_timeout)
+        if not items:
+            raise ReadTimeout(
+                f"no delivery from stream {stream!r} for {options.read_timeout:g}s while "
+                f"reading offsets [{start}, {end}) (last kept offset: "
+                f"{offs[-1] if offs else None}); the broker may be overloaded, or the "
+                "stream was deleted; option readTimeout sets the wait")
+        for it in items:
+            b, r, e, k, p = _columns(it)
+            o = _offsets(stream, p)
+            if not checked:
+                checked = True
+                if o[0] > start:
+                    _check_loss(conn, options, stream, start, end, o[0])
+            lo = 0
+            n = len(o)
+            while lo < n and o[lo] < start:
+                lo += 1
+            hi = lo
+            while hi < n and o[hi] < end:
+                hi += 1
+            if lo < hi:
+                if lo == 0 and hi == n:
+                    parts = (b, r, e, k, p)
+                    offs.extend(o)
+                else:
+                    parts = (b[lo:hi], r[lo:hi], e[lo:hi], k[lo:hi], p[lo:hi])
+                    offs.extend(o[lo:hi])
+                for col, part in zip(cols, parts):
+                    col.extend(part)
+            if o[-1] >= end - 1:
+                done = True
+                break
+        if not done:
+            last = items[-1]
+            ch.basic_ack(last.last_tag if hasattr(last, "last_tag") else last.delivery_tag,
+                         multiple=True)
+        if len(offs) >= ARROW_BATCH_ROWS or (done and offs):
+            packed = pack_columns(stream, offs[0], cols[0], cols[1], cols[2], cols[3],
+                                  cols[4], options.include_headers)
+            packed.offsets = offs
+            yield from to_record_batches(packed, columns=options.columns)
+            progress["next"] = offs[-1] + 1
+            cols = [[], [], [], [], []]
+            offs = []
+    try:
+        ch.basic_cancel(tag)
+    except Exception:  # noqa: BLE001 - the close ends the consumer anyway
+        pass
 
 
 def _check_loss(conn, options: StreamOptions, stream: str, start: int, end: int,

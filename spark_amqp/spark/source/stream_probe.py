@@ -92,20 +92,38 @@ class StreamProbe:
     :class:`StreamMissing` and :class:`NotAStream` as documented.
     """
 
-    def __init__(self, uri: str, client_kwargs: dict | None = None):
+    def __init__(self, uri: str, client_kwargs: dict | None = None, connect_fn=None):
+        from .stream_failover import AddressErrors
+
         self.uri = uri
-        self.client_kwargs = dict(client_kwargs or {})
+        # one round over the addresses per connect: the reader bounds the retries
+        # (failoverTimeout) across triggers instead of blocking one trigger that long
+        self.client_kwargs = {**(client_kwargs or {}), "failover_timeout": 0}
+        self._connect_fn = connect_fn
         self.conn: Any = None
         self._bytes_before = 0  # bytes of earlier (closed) connections
+        #: nodes that answered "no running replica of the stream": tried last
+        self.avoid: set = set()
+        #: the last error of every address (for the error a query fails with)
+        self.errors = AddressErrors(uri, self.client_kwargs)
 
     def _connection(self):
         if self.conn is None or not self.conn.is_open:
             if self.conn is not None:
                 self._bytes_before += getattr(self.conn, "_bytes_in", 0)
                 self.close()
-            from spark_amqp.client import connect
+            from .stream_failover import connect_avoiding
 
-            self.conn = connect(self.uri, rpc_timeout=RPC_TIMEOUT, **self.client_kwargs)
+            connect_fn = self._connect_fn
+            if connect_fn is None:
+                from spark_amqp.client import connect as connect_fn
+            try:
+                self.conn = connect_avoiding(connect_fn, self.uri,
+                                             {**self.client_kwargs, "rpc_timeout": RPC_TIMEOUT},
+                                             self.avoid)
+            except Exception as e:
+                self.errors.record(e)
+                raise
         return self.conn
 
     @property
@@ -185,7 +203,35 @@ class StreamProbe:
     def _probe(self, streams, spec: Any, wait: float, whole_chunk: bool) -> dict:
         """``{stream: (first, last) or None}``: every stream consumed from ``spec`` on its own
         channel at once, each given ``wait`` seconds from the last consume for a first
-        delivery. Channels are closed (consumers cancelled, nothing acked) before returning."""
+        delivery. Channels are closed (consumers cancelled, nothing acked) before returning.
+
+        A node answering that its replica of a stream is not running (or that it has none;
+        :func:`.stream_failover.replica_unavailable`) is tried last from then on, and the
+        probe goes on at once on another node (each address once per call); any other
+        connection error is recorded for its address and raised."""
+        from .stream_failover import address_of, replica_unavailable
+
+        tries = max(1, len(self.errors.addresses))
+        for attempt in range(tries):
+            conn = None
+            try:
+                conn = self._connection()
+                return self._probe_once(streams, spec, wait, whole_chunk)
+            except Exception as e:
+                if conn is None:
+                    raise  # the connect failed: recorded by _connection
+                where = address_of(conn)
+                self.errors.record(e, conn)
+                if not replica_unavailable(e) or attempt == tries - 1:
+                    raise
+                log.info("probe: %s has no running replica of %s (%s); trying another node",
+                         where, list(streams), e)
+                if where is not None:
+                    self.avoid.add(where)
+                self.close()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _probe_once(self, streams, spec: Any, wait: float, whole_chunk: bool) -> dict:
         chans = []
         try:
             for s in streams:

@@ -210,6 +210,7 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._tails: dict[str, int] = {}
         self._targets: dict[str, int] | None = None
         self._next_probe = 0.0
+        self._failing_since: float | None = None  # first of the probes failing in a row
         self._stats = {"triggers": 0, "probes": 0, "planned": 0}
         o = self.options
         self._pacer = (TriggerPacer(o.min_messages_per_trigger, o.max_trigger_delay)
@@ -258,17 +259,57 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
             if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
                 raise
-            log.warning("amqp stream source: probing %s failed (%s); planning with the "
-                        "tails known so far, reconnecting at the next probe", streams, e)
-            self._planner.close()
-            self._next_probe = now + IDLE_PROBE_INTERVAL
+            self._probe_failed(streams, e, now)
             return
+        self._failing_since = None
         self._stats["probes"] += len(tails)
         for s, t in tails.items():
             if t is not None and t > self._tails.get(s, -1):
                 self._tails[s] = t
                 changed = True
         self._next_probe = 0.0 if changed else now + IDLE_PROBE_INTERVAL
+
+    def failover_timeout(self) -> float:
+        """The ``failoverTimeout`` option (seconds), or
+        :data:`.stream_failover.DEFAULT_PROBE_FAILOVER_TIMEOUT`."""
+        from .stream_failover import DEFAULT_PROBE_FAILOVER_TIMEOUT
+
+        t = self.options.connection.get("failover_timeout")
+        return DEFAULT_PROBE_FAILOVER_TIMEOUT if t is None else float(t)
+
+    def _probe_failed(self, streams, e: BaseException, now: float) -> None:
+        """A failed tail probe: plan with the tails known so far and reconnect (every address,
+        the nodes without a running replica last) at the next trigger; once the probes have
+        failed for ``failoverTimeout`` seconds, raise
+        :class:`.stream_failover.StreamBrokerUnreachable` listing every address and its last
+        error (as the queue mode's ``BrokerUnreachable``)."""
+        from .stream_failover import StreamBrokerUnreachable
+
+        probe = self._planner._probe
+        if self._failing_since is None:
+            self._failing_since = now
+        bound = self.failover_timeout()
+        if now - self._failing_since >= bound:
+            errors = getattr(probe, "errors", None)
+            if errors is not None:
+                errors.record(e)
+                where = f"{errors.redacted}: {errors.describe()}"
+            else:
+                from ..connection_options import redact_uri
+
+                where = redact_uri(f"{type(e).__name__}: {e}")
+            self._planner.close()
+            raise StreamBrokerUnreachable(
+                f"amqp stream source: the tails of {list(streams)} could not be probed on any "
+                f"broker address for {now - self._failing_since:.1f} s (failoverTimeout "
+                f"{bound:g} s): {where}. Nothing is lost: restart the query when the broker is "
+                "back, it resumes from its checkpoint; or raise failoverTimeout.") from e
+        log.warning("amqp stream source: probing %s failed (%s); planning with the tails known "
+                    "so far, reconnecting at the next probe (failing for %.1f s of "
+                    "failoverTimeout %g s)", streams, e, now - self._failing_since, bound)
+        if probe is not None:
+            probe.close()  # the connection; the probe keeps its addresses' last errors
+        self._next_probe = now + IDLE_PROBE_INTERVAL
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         """The end of the next batch: each stream's tail (capped by the limit and by
