@@ -1189,21 +1189,28 @@ def setup_message(methods):
     _INFOS = infos
 
 
+cdef bint _message_limits(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
+                         Py_ssize_t* fmax8, Py_ssize_t* max_body):
+    """The limits as C integers in ``fmax8``/``max_body``; False when the arguments are out of
+    range or the limits beyond C integers (the pure-Python path then decides)."""
+    if pos < 0 or n > PyBytes_GET_SIZE(buf):
+        return False
+    try:
+        fmax8[0] = fmax8_limit
+        max_body[0] = max_body_limit
+    except (OverflowError, TypeError):
+        return False
+    return max_body[0] >= 0
+
+
 def content_messages(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
                      append):
     """``Decoder._parse``'s steps for whole content messages from ``buf[pos:n]`` on, compiled:
     each ``(ContentMessage, offset after it)`` of :func:`content_message_at` is passed to
     ``append(message)``, until one is not there; returns the offset after the last (``pos``
     if none). Exceptions from ``append`` propagate."""
-    cdef Py_ssize_t fmax8, max_body, nxt = 0
-    if pos < 0 or n > PyBytes_GET_SIZE(buf):
-        return pos
-    try:
-        fmax8 = fmax8_limit
-        max_body = max_body_limit
-    except (OverflowError, TypeError):
-        return pos
-    if max_body < 0:
+    cdef Py_ssize_t fmax8 = 0, max_body = 0, nxt = 0
+    if not _message_limits(buf, pos, n, fmax8_limit, max_body_limit, &fmax8, &max_body):
         return pos
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
     while True:
@@ -1222,15 +1229,8 @@ cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_l
     (or none for an empty body), all complete and well formed. Returns ``(ContentMessage,
     offset after them)``; ``None`` for anything else, or on any error (the pure-Python loop
     then decodes the same bytes and raises its typed error)."""
-    cdef Py_ssize_t fmax8, max_body, nxt = 0
-    if pos < 0 or n > PyBytes_GET_SIZE(buf):
-        return None
-    try:
-        fmax8 = fmax8_limit
-        max_body = max_body_limit
-    except (OverflowError, TypeError):
-        return None
-    if max_body < 0:
+    cdef Py_ssize_t fmax8 = 0, max_body = 0, nxt = 0
+    if not _message_limits(buf, pos, n, fmax8_limit, max_body_limit, &fmax8, &max_body):
         return None
     ev = _message_at(buf, <const unsigned char*>PyBytes_AS_STRING(buf), pos, n, fmax8,
                      max_body, &nxt)
