@@ -542,38 +542,6 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     r.stop()
 
 
-def test_available_now_fill_wait_counts_from_the_previous_batch():
-    """The fill wait runs from when the previous batch was planned (issue 31): after a batch
-    that took longer than ``_AVAILABLE_NOW_FILL_WAIT`` (deliveries kept arriving meanwhile),
-    the next partial batch is planned at once instead of leaving Spark idle for the wait;
-    right after a batch was planned, a partial batch still waits for more."""
-    import time
-
-    from spark_amqp.spark.source import reader as src
-
-    broker, r, late, s = _snapshot_of_10_with_6_in_flight()
-    e1 = r.latestOffset(s, ReadMaxRows(10))        # the first batch waits, then plans 4
-    assert SourceOffset.from_dict(e1).as_map() == {"a": 4}
-    broker.ready["a"] += late[:3]                  # arrive while Spark runs batch 1 ...
-    time.sleep(src._AVAILABLE_NOW_FILL_WAIT)       # ... which takes longer than the fill wait
-    t0 = time.monotonic()
-    e2 = r.latestOffset(e1, ReadMaxRows(10))
-    waited = time.monotonic() - t0
-    assert SourceOffset.from_dict(e2).as_map() == {"a": 7}
-    assert waited < src._AVAILABLE_NOW_FILL_WAIT * 0.8, waited
-    broker.ready["a"] += late[3:4]                 # a batch planned just now: wait for more
-    t0 = time.monotonic()
-    e3 = r.latestOffset(e2, ReadMaxRows(10))
-    assert time.monotonic() - t0 >= src._AVAILABLE_NOW_FILL_WAIT * 0.8
-    assert SourceOffset.from_dict(e3).as_map() == {"a": 8}
-    broker.ready["a"] += late[4:]
-    e4 = r.latestOffset(e3, ReadMaxRows(10))
-    assert SourceOffset.from_dict(e4).as_map() == {"a": 10}
-    assert r.latestOffset(e4, ReadMaxRows(10)) == e4   # snapshot done
-    assert len(broker.acked["a"]) == 10
-    r.stop()
-
-
 def test_available_now_window_smaller_than_the_batch_neither_waits_nor_stalls():
     """A prefetch below the trigger share: Trigger.AvailableNow plans the batch as soon as the
     window is full (no fill-wait), and acking it at the next latestOffset reopens the window, so

@@ -91,10 +91,10 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 #: rows/s (interleaved runs, loaded machine; on a quiet machine at 500k: 27.6k -> 28.5k);
 #: 0.2 s made too many small batches (per-batch overhead), 1.0 s was about the same as 0.5 s.
 #: With a full batch buffered it returns at once (the embedded broker usually fills it).
-#: The 0.5 s count from when the previous batch was planned, not from the call: deliveries go
-#: on arriving while Spark runs a batch, so after a batch that took 0.5 s or more the next one
-#: is planned at once. Counting from the call left Spark idle 0.5 s before every batch
-#: (issue 31: ``latestOffset`` took 10.7 s of a 26 s run on RabbitMQ, 22 batches x ~0.49 s).
+#: This wait is what Spark reports as ``latestOffset`` time on RabbitMQ (issue 31: 7.7 s of
+#: 15 batches, 2026-11-26). Counting the 0.5 s from the previous plan instead of from the call
+#: cut that to 5.3 s but made 27 batches and the same rows/s (33,452 vs 33,497, same hold of
+#: the benchmark lock): receiving, slowed by Spark's share of the 2 cores, is the limit.
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
@@ -182,7 +182,6 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._targets: dict[str, int] | None = None  # AvailableNow: still to plan, per queue
         self._byte_capped = False  # the last _wanted was cut by the byte limit
         self._last_end: dict | None = None  # last offset latestOffset returned
-        self._planned_at: float | None = None  # monotonic time latestOffset last planned
         self._reconnect_deadline: float | None = None  # AvailableNow: reconnect attempts end
         self._stats = {"sessions": 0, "planned": 0, "acked": 0, "replayed_ranges": 0}
         self._server: PartitionServer | None = None  # serves big batches' partitions
@@ -589,7 +588,6 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if resume is not None:  # planned bytes no longer count against maxBufferedBytes
             resume()
         self._reconnect_deadline = None  # progress: a later loss gets its own reconnect time
-        self._planned_at = time.monotonic()
         self._last_end = self._session.planned_offset().to_dict()
         return self._last_end
 
@@ -658,12 +656,9 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Trigger.AvailableNow: wait (bounded) until the batch can be full - the per-queue
         targets or the row limit - so the run is not cut short by deliveries still in flight;
         but once some deliveries are buffered, wait at most ``_AVAILABLE_NOW_FILL_WAIT`` seconds
-        for the rest, counted from when the previous batch was planned (the first batch: from
-        now), then plan what is buffered (see that constant)."""
-        now = time.monotonic()
-        idle_deadline = now + self.options.available_now_idle_timeout
-        since = self._planned_at if self._planned_at is not None else now
-        fill_deadline = min(since, now) + _AVAILABLE_NOW_FILL_WAIT
+        for the rest, then plan what is buffered (see that constant)."""
+        idle_deadline = time.monotonic() + self.options.available_now_idle_timeout
+        fill_deadline = time.monotonic() + _AVAILABLE_NOW_FILL_WAIT
         o = self.options
         window = o.consumers_per_queue * o.prefetch_per_consumer  # 0 = unlimited
         bufs = self._session.buffers
