@@ -11,6 +11,9 @@ $(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,examples,broker,docs]'
+	# bytecode for the editable install (also where PYTHONDONTWRITEBYTECODE is set): the
+	# generated codec (spark_amqp/protocol/methods.py) then imports without compiling
+	$(PY) -m compileall -q spark_amqp
 	touch $@
 
 venv: $(VENV)/.installed

@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<32}{o:>14,.0f}{'-':>14}{'':>9}")
     worst = min(o / p for _, o, p in rows)
     print()
-    print(f"lowest ratio: {worst:.2f}x (target >= 3x)")
+    print(f"lowest ratio: {worst:.2f}x (target >= 5x)")
     return 0
 
 

@@ -11,7 +11,8 @@ in ``tests/protocol/test_codec_speedups.py`` check it.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
+from libc.string cimport memcpy
 
 cdef object _BP = None            # BasicProperties
 cdef object _py_decode = None     # the pure-Python decode_properties (general)
@@ -22,10 +23,90 @@ cdef object _new = object.__new__
 cdef tuple _BYTE = tuple([bytes((i,)) for i in range(256)])
 
 
+# ------------------------------------------------------------ filling __slots__ objects
+# The decoders build their results (method objects, BasicProperties, ContentMessage) the way
+# the pure-Python decoders do, without calling ``__init__``: an instance is allocated by the
+# class's ``tp_new`` and its slots are stored directly at the offsets of the classes' member
+# descriptors (``__slots__``), found once per class. A class whose attributes are not plain
+# object slots (``_Layout.ok`` false) is built by calling it instead.
+
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport PyObject, Py_INCREF
+import types as _types
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+cdef enum:
+    MAXF = 16           # the most fields a layout holds (AMQP methods have at most 8)
+    T_OBJECT_EX = 16    # structmember.h: an object slot, AttributeError when unset
+    MEMBER_READONLY = 1
+
+cdef tuple _EMPTY = ()
+cdef object _MEMBER_DESCR = _types.MemberDescriptorType
+
+
+cdef class _Layout:
+    """The slot offsets of ``names`` in instances of ``cls`` (``ok`` false: not plain slots)."""
+    cdef object cls
+    cdef Py_ssize_t n
+    cdef Py_ssize_t off[MAXF]
+    cdef bint ok
+
+
+cdef _Layout _layout(cls, tuple names):
+    cdef _Layout lay = _Layout()
+    cdef PyMemberDef* m
+    cdef Py_ssize_t i
+    lay.cls = cls
+    lay.n = len(names)
+    lay.ok = False
+    if type(cls) is not type or lay.n > MAXF or cls.__new__ is not object.__new__:
+        return lay
+    for i in range(lay.n):
+        d = getattr(cls, names[i], None)
+        if type(d) is not _MEMBER_DESCR:
+            return lay
+        m = (<PyMemberDescrObject*><PyObject*>d).d_member
+        if m.type != T_OBJECT_EX or m.flags & MEMBER_READONLY:
+            return lay
+        lay.off[i] = m.offset
+    lay.ok = True
+    return lay
+
+
+cdef inline object _alloc(_Layout lay):
+    """A new instance of ``lay.cls`` with its slots unset (``object.__new__(cls)``)."""
+    return (<PyTypeObject*>lay.cls).tp_new(<type>lay.cls, <PyObject*>_EMPTY, NULL)
+
+
+cdef inline void _set_slot(object o, Py_ssize_t off, object v) noexcept:
+    """Store ``v`` in the (unset) slot at ``off`` of the new object ``o``."""
+    Py_INCREF(v)
+    (<PyObject**>((<char*><PyObject*>o) + off))[0] = <PyObject*>v
+
+
+cdef tuple _PROPERTY_NAMES = ("content_type", "content_encoding", "headers", "delivery_mode",
+                              "priority", "correlation_id", "reply_to", "expiration",
+                              "message_id", "timestamp", "type", "user_id", "app_id",
+                              "cluster_id")
+cdef _Layout _BP_LAYOUT = None
+cdef _Layout _CM_LAYOUT = None
+
+
 def setup(basic_properties, py_decode, py_encode, decode_value, encode_value):
     """Give the module the pure-Python class and fallbacks (called once by properties.py)."""
-    global _BP, _py_decode, _py_encode, _decode_value, _encode_value
+    global _BP, _py_decode, _py_encode, _decode_value, _encode_value, _BP_LAYOUT
     _BP, _py_decode, _py_encode = basic_properties, py_decode, py_encode
+    _BP_LAYOUT = _layout(basic_properties, _PROPERTY_NAMES)
     _decode_value, _encode_value = decode_value, encode_value
 
 
@@ -110,7 +191,12 @@ cpdef object decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
     """``properties.decode_properties`` (same arguments, result and errors), compiled."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off + 2 > end:
         return _py_decode(buf, off, end)
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+    return _decode_props(<bytes>buf, <const unsigned char*>PyBytes_AS_STRING(buf), off, end)
+
+
+cdef object _decode_props(bytes buf, const unsigned char* p, Py_ssize_t off, Py_ssize_t end):
+    """decode_properties once its arguments are checked (``p``: the bytes of ``buf``;
+    ``0 <= off``, ``off + 2 <= end <= len(buf)``)."""
     cdef unsigned int flags = (<unsigned int>p[off] << 8) | p[off + 1]
     if flags & 3:
         return _py_decode(buf, off, end)
@@ -154,8 +240,26 @@ cpdef object decode_properties(buf, Py_ssize_t off, Py_ssize_t end):
         return _py_decode(buf, off, end)
     if pos != end:
         return _py_decode(buf, off, end)
-    # BasicProperties.__init__ (positional, in property order) stores the 14 slots in the
-    # interpreter's specialised slot-store; cheaper than 14 generic setattr calls from C
+    cdef _Layout lay = _BP_LAYOUT
+    cdef Py_ssize_t* o
+    if lay is not None and lay.ok:
+        pr = _alloc(lay)
+        o = lay.off
+        _set_slot(pr, o[0], content_type)
+        _set_slot(pr, o[1], content_encoding)
+        _set_slot(pr, o[2], headers)
+        _set_slot(pr, o[3], delivery_mode)
+        _set_slot(pr, o[4], priority)
+        _set_slot(pr, o[5], correlation_id)
+        _set_slot(pr, o[6], reply_to)
+        _set_slot(pr, o[7], expiration)
+        _set_slot(pr, o[8], message_id)
+        _set_slot(pr, o[9], timestamp)
+        _set_slot(pr, o[10], type_)
+        _set_slot(pr, o[11], user_id)
+        _set_slot(pr, o[12], app_id)
+        _set_slot(pr, o[13], cluster_id)
+        return pr
     return _BP(content_type, content_encoding, headers, delivery_mode, priority, correlation_id,
                reply_to, expiration, message_id, timestamp, type_, user_id, app_id, cluster_id)
 
@@ -237,8 +341,116 @@ cdef int _put_table(list parts, table) except -1:
     return 0
 
 
+cdef inline object _get_slot(object o, Py_ssize_t off):
+    """The object in the slot at ``off`` of ``o``, or None when the slot is unset."""
+    cdef PyObject* v = (<PyObject**>((<char*><PyObject*>o) + off))[0]
+    return None if v == NULL else <object>v
+
+
 def encode_properties(self):
     """``BasicProperties.encode`` (same result and errors), compiled."""
+    cdef _Layout lay = _BP_LAYOUT
+    if type(self) is _BP and lay is not None and lay.ok:
+        try:
+            r = _encode_props_slots(self, lay.off)
+        except Exception:  # e.g. a str with lone surrogates: the general path reports it
+            r = None
+        if r is not None:
+            return r
+    return _encode_props_attrs(self)
+
+
+cdef enum:
+    PROPS_BUF = 2048  # the largest property list the slot path encodes on the stack
+
+
+cdef inline Py_ssize_t _buf_shortstr(unsigned char* d, Py_ssize_t a, object v) except -2:
+    """Append the short string ``v`` (exact str) at ``d[a]``; the new end, or -1 when it
+    does not fit (or is not a str of at most 255 UTF-8 bytes)."""
+    cdef Py_ssize_t k
+    cdef const char* s
+    if type(v) is not str:
+        return -1
+    s = PyUnicode_AsUTF8AndSize(v, &k)
+    if k > 255 or a + 1 + k > PROPS_BUF:
+        return -1
+    d[a] = <unsigned char>k
+    memcpy(d + a + 1, s, k)
+    return a + 1 + k
+
+
+cdef object _encode_props_slots(self, Py_ssize_t* o):
+    """encode_properties of a BasicProperties, its slots read directly and the list written
+    into one buffer; None for anything but str short strings, octets and timestamps in
+    range, and header tables of str keys with str or int32 values (then the general path
+    encodes it, or raises its error), or when a slot is unset or the list is long."""
+    cdef unsigned char d[PROPS_BUF]
+    cdef Py_ssize_t a = 2, k, i, t0
+    cdef unsigned int flags = 0, bit
+    cdef PyObject* ptr
+    cdef const char* s
+    cdef long long iv
+    cdef unsigned long long u
+    for i in range(14):
+        ptr = (<PyObject**>((<char*><PyObject*>self) + o[i]))[0]
+        if ptr == NULL:
+            return None
+        if ptr == <PyObject*>None:
+            continue
+        v = <object>ptr
+        bit = 0x8000 >> i
+        flags |= bit
+        if i == 2:  # headers: a field table (0-9-1 §4.2.5.5)
+            if type(v) is not dict:
+                return None
+            if a + 4 > PROPS_BUF:
+                return None
+            t0 = a
+            a += 4
+            for key, value in (<dict>v).items():
+                a = _buf_shortstr(d, a, key)
+                if a < 0:
+                    return None
+                if type(value) is str:
+                    s = PyUnicode_AsUTF8AndSize(value, &k)
+                    if a + 5 + k > PROPS_BUF:
+                        return None
+                    d[a] = 83  # 'S'
+                    _put_u32(d + a + 1, <unsigned long>k)
+                    memcpy(d + a + 5, s, k)
+                    a += 5 + k
+                elif type(value) is int and -2147483648 <= value <= 2147483647:
+                    if a + 5 > PROPS_BUF:
+                        return None
+                    iv = value
+                    d[a] = 73  # 'I'
+                    _put_u32(d + a + 1, <unsigned long>(<unsigned int>(<int>iv)))
+                    a += 5
+                else:
+                    return None
+            _put_u32(d + t0, <unsigned long>(a - t0 - 4))
+        elif i == 3 or i == 4:  # delivery-mode, priority: octets
+            if type(v) is not int or not 0 <= v <= 255 or a + 1 > PROPS_BUF:
+                return None
+            d[a] = <unsigned char>(<long>v)
+            a += 1
+        elif i == 9:  # timestamp: a long-long
+            if type(v) is not int or not 0 <= v <= 0xFFFFFFFFFFFFFFFF or a + 8 > PROPS_BUF:
+                return None
+            u = v
+            _put_u64(d + a, u)
+            a += 8
+        else:
+            a = _buf_shortstr(d, a, v)
+            if a < 0:
+                return None
+    d[0] = flags >> 8
+    d[1] = flags & 0xFF
+    return PyBytes_FromStringAndSize(<char*>d, a)
+
+
+cdef object _encode_props_attrs(self):
+    """encode_properties reading the properties as attributes (a subclass, say)."""
     cdef unsigned int flags = 0
     cdef list parts = [b""]
     try:
@@ -327,19 +539,70 @@ def setup_methods(decode_table):
     _decode_table = decode_table
 
 
+cdef class _MethodInfo:
+    """What the compiled decoders need of a generated method class, read once."""
+    cdef object cls
+    cdef unsigned int class_id
+    cdef bint has_content
+    cdef Py_ssize_t nw
+    cdef unsigned char wire[MAXF]
+    cdef _Layout lay
+
+
+cdef dict _INFO_BY_CLASS = {}  # generated method class -> _MethodInfo
+
+
+cdef _MethodInfo _method_info(cls):
+    """The _MethodInfo of ``cls`` (built on first use); None when it has more than MAXF
+    fields or field types other than the wire codes above."""
+    cdef _MethodInfo info = _INFO_BY_CLASS.get(cls)
+    cdef Py_ssize_t i
+    if info is not None:
+        return info
+    wire = cls._wire
+    if type(wire) is not tuple or len(<tuple>wire) > MAXF:
+        return None
+    info = _MethodInfo()
+    info.cls = cls
+    info.class_id = cls.CLASS_ID
+    info.has_content = bool(cls.has_content)
+    info.nw = len(<tuple>wire)
+    for i in range(info.nw):
+        if not 0 <= wire[i] <= W_TABLE:
+            return None
+        info.wire[i] = wire[i]
+    info.lay = _layout(cls, tuple(cls.fields))
+    if info.lay.n != info.nw:
+        return None
+    _INFO_BY_CLASS[cls] = info
+    return info
+
+
 cpdef object decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
     """``cls.decode`` of a generated method class (same arguments, result and errors),
     compiled; anything unusual goes to the pure-Python ``cls._py_decode``."""
     if type(buf) is not bytes or off < 0 or end > PyBytes_GET_SIZE(buf) or off > end:
         return cls._py_decode(buf, off, end)
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
-    cdef Py_ssize_t pos = off, stop
+    cdef _MethodInfo info = _method_info(cls)
+    if info is None:
+        return cls._py_decode(buf, off, end)
+    return _decode_args(info, <bytes>buf, <const unsigned char*>PyBytes_AS_STRING(buf), off, end)
+
+
+cdef object _decode_args(_MethodInfo info, bytes buf, const unsigned char* p, Py_ssize_t off,
+                         Py_ssize_t end):
+    """decode_method once its arguments are checked (``p``: the bytes of ``buf``,
+    ``0 <= off <= end <= len(buf)``)."""
+    cdef Py_ssize_t pos = off, stop, i
     cdef int code, bit = 8
     cdef unsigned char octet = 0
-    cdef list values = []
+    cdef _Layout lay = info.lay
+    cdef bint direct = lay.ok
+    cdef list values = None if direct else []
+    cdef object o = _alloc(lay) if direct else None
     try:
-        for c in <tuple>cls._wire:
-            code = c
+        for i in range(info.nw):
+            code = info.wire[i]
             if code == W_BIT:  # bits share octets from the low bit up (0-9-1 §4.2.5.2)
                 if bit == 8:
                     if pos >= end:
@@ -347,45 +610,48 @@ cpdef object decode_method(cls, buf, Py_ssize_t off, Py_ssize_t end):
                     octet = p[pos]
                     pos += 1
                     bit = 0
-                values.append(True if (octet >> bit) & 1 else False)
+                v = True if (octet >> bit) & 1 else False
                 bit += 1
-                continue
-            bit = 8
-            if code == W_SHORTSTR:
-                values.append(_shortstr(p, &pos, end))
-            elif code == W_LONGLONG:
-                if pos + 8 > end:
-                    raise _Fallback
-                values.append((<unsigned long long>_u32(p, pos) << 32) | _u32(p, pos + 4))
-                pos += 8
-            elif code == W_SHORT:
-                if pos + 2 > end:
-                    raise _Fallback
-                values.append((<unsigned int>p[pos] << 8) | p[pos + 1])
-                pos += 2
-            elif code == W_LONG:
-                if pos + 4 > end:
-                    raise _Fallback
-                values.append(_u32(p, pos))
-                pos += 4
-            elif code == W_OCTET:
-                values.append(_octet(p, &pos, end))
-            elif code == W_LONGSTR:
-                if pos + 4 > end:
-                    raise _Fallback
-                stop = pos + 4 + <Py_ssize_t>_u32(p, pos)
-                if stop > end:
-                    raise _Fallback
-                values.append(PyBytes_FromStringAndSize(<const char*>p + pos + 4, stop - pos - 4))
-                pos = stop
-            else:  # W_TABLE: the pure-Python table decoder
-                table, pos = _decode_table(buf, pos, end, 0)
-                values.append(table)
+            else:
+                bit = 8
+                if code == W_SHORTSTR:
+                    v = _shortstr(p, &pos, end)
+                elif code == W_LONGLONG:
+                    if pos + 8 > end:
+                        raise _Fallback
+                    v = (<unsigned long long>_u32(p, pos) << 32) | _u32(p, pos + 4)
+                    pos += 8
+                elif code == W_SHORT:
+                    if pos + 2 > end:
+                        raise _Fallback
+                    v = (<unsigned int>p[pos] << 8) | p[pos + 1]
+                    pos += 2
+                elif code == W_LONG:
+                    if pos + 4 > end:
+                        raise _Fallback
+                    v = _u32(p, pos)
+                    pos += 4
+                elif code == W_OCTET:
+                    v = _octet(p, &pos, end)
+                elif code == W_LONGSTR:
+                    if pos + 4 > end:
+                        raise _Fallback
+                    stop = pos + 4 + <Py_ssize_t>_u32(p, pos)
+                    if stop > end:
+                        raise _Fallback
+                    v = PyBytes_FromStringAndSize(<const char*>p + pos + 4, stop - pos - 4)
+                    pos = stop
+                else:  # W_TABLE: the pure-Python table decoder
+                    v, pos = _decode_table(buf, pos, end, 0)
+            if direct:
+                _set_slot(o, lay.off[i], v)
+            else:
+                values.append(v)
     except Exception:
-        return cls._py_decode(buf, off, end)
+        return info.cls._py_decode(buf, off, end)
     if pos != end:
-        return cls._py_decode(buf, off, end)
-    return cls(*values)
+        return info.cls._py_decode(buf, off, end)
+    return o if direct else info.cls(*values)
 
 
 # ------------------------------------------------------------------------------ frames
@@ -394,8 +660,9 @@ cdef object _CM = None  # frames.ContentMessage
 
 def setup_frames(content_message):
     """Give the module the ContentMessage class (called once by frames.py)."""
-    global _CM
+    global _CM, _CM_LAYOUT
     _CM = content_message
+    _CM_LAYOUT = _layout(content_message, ("channel", "method", "properties", "body"))
 
 
 cdef object _header_and_body(const unsigned char* p, Py_ssize_t h, Py_ssize_t n, int channel,
@@ -907,13 +1174,33 @@ cdef bytes _pack_u64(unsigned long long v):
 
 # ------------------------------------------------------------- a whole content message
 
-cdef object _METHODS = None  # spec.METHODS: method index -> generated class
+cdef dict _INFOS = {}  # method index -> _MethodInfo of the content methods
 
 
 def setup_message(methods):
     """Give the module the method classes by index (called once by frames.py)."""
-    global _METHODS
-    _METHODS = methods
+    global _INFOS
+    infos = {}
+    for index, cls in methods.items():
+        if cls.has_content:
+            info = _method_info(cls)
+            if info is not None:
+                infos[index] = info
+    _INFOS = infos
+
+
+cdef bint _message_limits(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
+                         Py_ssize_t* fmax8, Py_ssize_t* max_body):
+    """The limits as C integers in ``fmax8``/``max_body``; False when the arguments are out of
+    range or the limits beyond C integers (the pure-Python path then decides)."""
+    if pos < 0 or n > PyBytes_GET_SIZE(buf):
+        return False
+    try:
+        fmax8[0] = fmax8_limit
+        max_body[0] = max_body_limit
+    except (OverflowError, TypeError):
+        return False
+    return max_body[0] >= 0
 
 
 def content_messages(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_body_limit,
@@ -922,13 +1209,16 @@ def content_messages(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit, max_b
     each ``(ContentMessage, offset after it)`` of :func:`content_message_at` is passed to
     ``append(message)``, until one is not there; returns the offset after the last (``pos``
     if none). Exceptions from ``append`` propagate."""
-    cdef object r
+    cdef Py_ssize_t fmax8 = 0, max_body = 0, nxt = 0
+    if not _message_limits(buf, pos, n, fmax8_limit, max_body_limit, &fmax8, &max_body):
+        return pos
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
     while True:
-        r = content_message_at(buf, pos, n, fmax8_limit, max_body_limit)
-        if r is None:
+        ev = _message_at(buf, p, pos, n, fmax8, max_body, &nxt)
+        if ev is None:
             return pos
-        append((<tuple>r)[0])
-        pos = (<tuple>r)[1]
+        append(ev)
+        pos = nxt
 
 
 cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_limit,
@@ -939,18 +1229,19 @@ cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_l
     (or none for an empty body), all complete and well formed. Returns ``(ContentMessage,
     offset after them)``; ``None`` for anything else, or on any error (the pure-Python loop
     then decodes the same bytes and raises its typed error)."""
-    cdef Py_ssize_t fmax8, max_body
-    if pos < 0 or n > PyBytes_GET_SIZE(buf) or n - pos < 33:
+    cdef Py_ssize_t fmax8 = 0, max_body = 0, nxt = 0
+    if not _message_limits(buf, pos, n, fmax8_limit, max_body_limit, &fmax8, &max_body):
         return None
-    try:
-        fmax8 = fmax8_limit
-        max_body = max_body_limit
-    except (OverflowError, TypeError):
-        return None
-    if max_body < 0:
-        return None
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
-    if p[pos] != 1:
+    ev = _message_at(buf, <const unsigned char*>PyBytes_AS_STRING(buf), pos, n, fmax8,
+                     max_body, &nxt)
+    return None if ev is None else (ev, nxt)
+
+
+cdef object _message_at(bytes buf, const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                        Py_ssize_t fmax8, Py_ssize_t max_body, Py_ssize_t* nxt):
+    """content_message_at once its arguments are checked: the ContentMessage, the offset
+    after it in ``nxt``; None when there is none (or on any error)."""
+    if n - pos < 33 or p[pos] != 1:
         return None
     cdef int channel = (<int>p[pos + 1] << 8) | p[pos + 2]
     cdef Py_ssize_t size = <Py_ssize_t>_u32(p, pos + 3)
@@ -959,25 +1250,30 @@ cpdef object content_message_at(bytes buf, Py_ssize_t pos, Py_ssize_t n, fmax8_l
     cdef Py_ssize_t end = pos + 7 + size
     if end >= n or p[end] != 206:
         return None
-    cls = _METHODS.get(_u32(p, pos + 7))
-    if cls is None or not cls.has_content:
+    cdef _MethodInfo info = _INFOS.get(_u32(p, pos + 7))
+    if info is None:  # not a content method (or an unknown one)
         return None
     cdef Py_ssize_t hend, bend
+    cdef _Layout lay = _CM_LAYOUT
     try:
-        body = _header_and_body(p, end + 1, n, channel, cls.CLASS_ID, fmax8,
+        body = _header_and_body(p, end + 1, n, channel, info.class_id, fmax8,
                                 <unsigned long long>max_body, &hend, &bend)
         if body is None:
             return None
-        method = decode_method(cls, buf, pos + 11, end)  # cls.decode, compiled (spec.py)
-        props = decode_properties(buf, end + 20, hend)
+        method = _decode_args(info, buf, p, pos + 11, end)  # cls.decode, compiled (spec.py)
+        props = _decode_props(buf, p, end + 20, hend)
     except Exception:
         return None
-    ev = _new(_CM)
-    ev.channel = channel
-    ev.method = method
-    ev.properties = props
-    ev.body = body
-    return ev, bend
+    if lay is not None and lay.ok:
+        ev = _alloc(lay)
+        _set_slot(ev, lay.off[0], channel)
+        _set_slot(ev, lay.off[1], method)
+        _set_slot(ev, lay.off[2], props)
+        _set_slot(ev, lay.off[3], body)
+    else:
+        ev = _CM(channel, method, props, body)
+    nxt[0] = bend
+    return ev
 
 
 # ------------------------------------------------------------- encoding a content message

@@ -20,6 +20,7 @@ from spark_amqp.protocol import (BasicProperties, ContentMessage, Decoder, Heart
 from spark_amqp.protocol.errors import AMQPSyntaxError
 from spark_amqp.protocol.frames import encode_frames, parse_protocol_header, ProtocolHeader
 from spark_amqp.protocol import properties as properties_module
+from spark_amqp.protocol import codegen
 from spark_amqp.protocol.properties import PROPERTIES, decode_properties, properties_decoder
 from spark_amqp.protocol.values import (decode_array, decode_longstr, decode_shortstr,
                                         encode_array, encode_longstr, encode_shortstr)
@@ -135,7 +136,7 @@ def test_bytes_accepted_for_string_fields():
 # ------------------------------------------------------------------------ bit packing
 
 def _synthetic(fields):
-    return spec._build_method("test", 200, "bits", 10, False, fields, False, {})
+    return codegen.build_method("test", 200, "bits", 10, fields)
 
 
 def test_more_than_eight_consecutive_bits():

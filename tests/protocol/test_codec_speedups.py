@@ -111,6 +111,10 @@ ODD = [
                  "t": dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), "a": [1, "x"],
                  "F": {"x": {"y": 1}}, "T": Typed("u", 7), "neg": -2**31, "big": 2**31}},
     {"cluster_id": "c" * 256}, {"app_id": "é" * 128},
+    # beyond the compiled slot path's 2 KiB stack buffer, and just below it
+    {"headers": {"h": "x" * 5000}}, {"headers": {"h": "x" * 2030}},
+    {"content_type": "a" * 255, "message_id": "b" * 255, "app_id": "c" * 255,
+     "headers": {f"k{i}": "v" * 200 for i in range(6)}},
 ]
 
 
@@ -123,6 +127,19 @@ def test_uncommon_and_bad_values_encode_the_same_or_fail_the_same(kw):
         raw = props_module.py_encode(p)
         assert (outcome(SPEEDUPS.decode_properties, raw, 0, len(raw))
                 == outcome(props_module.py_decode_properties, raw, 0, len(raw)))
+
+
+class _SubProperties(BasicProperties):
+    __slots__ = ()
+
+
+@needs_speedups
+def test_properties_of_a_subclass_or_with_an_unset_slot_encode_as_pure_python():
+    sub = _SubProperties(content_type="t", headers={"a": 1}, priority=3)
+    assert SPEEDUPS.encode_properties(sub) == props_module.py_encode(sub)
+    unset = object.__new__(BasicProperties)  # no slot set: the attribute error of pure Python
+    assert outcome(SPEEDUPS.encode_properties, unset) == outcome(props_module.py_encode, unset)
+    assert outcome(props_module.py_encode, unset)[0] is AttributeError
 
 
 # ------------------------------------------------------------------------------ methods

@@ -509,6 +509,19 @@ def test_no_start_signature_reconnect_does_not_report_a_new_offset():
     assert r.latestOffset() == e1                # reconnected, nothing new
 
 
+def _snapshot_of_10_with_6_in_flight():
+    """(broker, reader, the 6 late deliveries, initial offset): an AvailableNow snapshot of 10
+    messages of which 4 are ready and 6 still "in flight"."""
+    broker = FakeBroker(["a"])
+    for i in range(10):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, maxMessagesPerTrigger="10", availableNowIdleTimeout="30")
+    r.prepareForTriggerAvailableNow()              # snapshot: 10 ready
+    late = broker.ready["a"][4:]
+    del broker.ready["a"][4:]
+    return broker, r, late, r.initialOffset()
+
+
 def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     """Trigger.AvailableNow does not hold a half-filled batch until the idle timeout: after
     ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
@@ -516,14 +529,7 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
 
     from spark_amqp.spark.source import reader as src
 
-    broker = FakeBroker(["a"])
-    for i in range(10):
-        broker.publish("a", b"%d" % i)
-    r = _reader(broker, maxMessagesPerTrigger="10", availableNowIdleTimeout="30")
-    r.prepareForTriggerAvailableNow()              # snapshot: 10 ready
-    late = broker.ready["a"][4:]                   # 6 still "in flight"
-    del broker.ready["a"][4:]
-    s = r.initialOffset()
+    broker, r, late, s = _snapshot_of_10_with_6_in_flight()
     t0 = time.monotonic()
     e1 = r.latestOffset(s, ReadMaxRows(10))
     assert time.monotonic() - t0 < src._AVAILABLE_NOW_FILL_WAIT + 1.0

@@ -91,6 +91,10 @@ _FIRST_DRAIN_WAIT = 0.5  # seconds to wait for the first delivery after (re)conn
 #: rows/s (interleaved runs, loaded machine; on a quiet machine at 500k: 27.6k -> 28.5k);
 #: 0.2 s made too many small batches (per-batch overhead), 1.0 s was about the same as 0.5 s.
 #: With a full batch buffered it returns at once (the embedded broker usually fills it).
+#: This wait is what Spark reports as ``latestOffset`` time on RabbitMQ (issue 31: 7.7 s of
+#: 15 batches, 2026-11-26). Counting the 0.5 s from the previous plan instead of from the call
+#: cut that to 5.3 s but made 27 batches and the same rows/s (33,452 vs 33,497, same hold of
+#: the benchmark lock): receiving, slowed by Spark's share of the 2 cores, is the limit.
 _AVAILABLE_NOW_FILL_WAIT = 0.5
 #: seconds between looks at the buffers while ``latestOffset`` waits for a batch to fill
 _AVAILABLE_NOW_POLL = 0.02
