@@ -197,3 +197,10 @@ def test_sink_column_sets_the_header():
     heads = [m[3].headers for m in batch_to_messages(plan, batch, None, 0)]
     assert heads == [{"k": "1", "x-stream-filter-value": "emea"}, None,
                      {"x-stream-filter-value": "apac"}]
+
+
+def test_filter_option_in_queue_mode_points_at_the_stream_mode():
+    from spark_amqp.spark.source.options import parse_source_options
+
+    with pytest.raises(ValueError, match="streamFilter is an option of the stream mode"):
+        parse_source_options({"queue": "q", "streamfilter": "a"})
