@@ -70,6 +70,7 @@ _ENT = struct.Struct(">HII")
 _ENT_SIZE = _ENT.size
 _HDR_SIZE = _HDR.size
 _CACHE_CHUNKS = 16
+_FILTER_HEADER = b"x-stream-filter-value"   # stream_filter.FILTER_VALUE_HEADER
 
 # ``x-max-age`` units (RabbitMQ docs "Streams": Y, M, D, h, m, s; M = 30 days, Y = 365 days)
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -377,7 +378,10 @@ class StreamLog:
             while j < n and j - i < CHUNK_MAX_MESSAGES and (size < CHUNK_MAX_BYTES or j == i):
                 enc, props, body = pend[j]
                 if builder is not None:
-                    builder.add(props)
+                    if _FILTER_HEADER in props:
+                        builder.add(props)
+                    else:
+                        builder.unfiltered = True
                 parts.append(pack(len(enc), len(props), len(body)))
                 parts.append(enc)
                 parts.append(props)
