@@ -17,6 +17,16 @@ segment files as RabbitMQ's are; RabbitMQ at ``--url``):
 4. the broker's peak RSS sampled every 50 ms during the reads (``/proc/<pid>/status`` VmRSS;
    RabbitMQ = its ``beam.smp``).
 
+5. stream filtering (``--filter-values 100``; 0 skips it): a stream of ``--messages`` bodies
+   published in blocks of ``--filter-block`` messages (one publish batch, confirmed before the
+   next: a chunk or a few), block ``i`` with the header ``x-stream-filter-value`` = ``v{i mod
+   100}``; then (a) the whole stream read with the project's client without a filter and with
+   ``x-stream-filter: v7`` (deliveries received: the chunks the broker sent), and (b) the
+   source's executor path (``read_range`` over all offsets, no Spark) with and without
+   ``streamFilter=v7``: rows and seconds. The embedded broker runs this part in its 4.3 mode
+   (RabbitMQ 3.13+ filtering: it skips the chunks whose Bloom filter cannot match); RabbitMQ
+   3.10.8 has no filtering and sends every chunk (the source filters the rows itself).
+
 ``--rss-mb N`` (embedded only) adds the memory check of issue 12: an N MB stream (8 KB
 bodies) read from ``first`` by one consumer; printed: the broker's RSS before and its peak
 during the read (a stream is read from its segment files with ``pread``, not held in memory).
@@ -212,6 +222,116 @@ def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: 
     return out
 
 
+def publish_filtered(url: str, queue: str, n: int, size: int, values: int, block: int) -> float:
+    """Publish ``n`` bodies of ``size`` bytes in blocks of ``block`` (each one publish batch,
+    confirmed before the next), block ``i`` with ``x-stream-filter-value`` = ``v{i % values}``;
+    seconds taken."""
+    from ..client import connect
+    from ..protocol import BasicProperties
+
+    body = b"f" * size
+    t0 = time.perf_counter()
+    with connect(url) as c:
+        ch = c.channel()
+        ch.confirm_select()
+        i = left = 0
+        left = n
+        while left:
+            k = min(left, block)
+            props = BasicProperties(headers={"x-stream-filter-value": f"v{i % values}"})
+            ch.publish_batch([(body, "", queue, props)] * k)
+            res = ch.wait_for_confirms(timeout=300)
+            if res.nacked:
+                raise RuntimeError(f"{len(res.nacked)} publishes to {queue} nacked")
+            left -= k
+            i += 1
+    return time.perf_counter() - t0
+
+
+def read_filtered(url: str, queue: str, args: dict, wanted: int, value: str | None) -> tuple:
+    """Read ``queue`` from ``first`` with consumer ``args`` until ``wanted`` messages with
+    filter value ``value`` (any message when None) arrived, then 0.5 s more: (deliveries
+    received, seconds to the last wanted one)."""
+    from ..client import connect
+
+    with connect(url) as c:
+        ch = c.channel()
+        ch.basic_qos(PREFETCH)
+        t0 = time.perf_counter()
+        ch.basic_consume(queue, arguments={"x-stream-offset": "first", **args})
+        got = hits = 0
+        took = None
+        deadline = time.monotonic() + 600
+        quiet_until = None
+        while True:
+            batch = ch.drain(None, 0.1)
+            now = time.monotonic()
+            if batch:
+                got += len(batch)
+                for d in batch:
+                    if value is None or (d.properties.headers or {}).get("x-stream-filter-value") == value:
+                        hits += 1
+                ch.basic_ack(batch[-1].delivery_tag, multiple=True)
+            if took is None and hits >= wanted:
+                took = time.perf_counter() - t0
+                quiet_until = now + 0.5
+            if quiet_until is not None and now > quiet_until:
+                return got, took
+            if now > deadline:
+                raise TimeoutError(f"filtered read got {hits} of {wanted}")
+
+
+def source_read(url: str, queue: str, n: int, stream_filter: str | None) -> tuple:
+    """The source's executor path over offsets [0, n): (rows, seconds)."""
+    from ..spark.source.stream_consumer import read_range
+    from ..spark.source.stream_options import parse_stream_options
+
+    opts = {"uri": url, "stream": queue}
+    if stream_filter:
+        opts["streamFilter"] = stream_filter
+    options = parse_stream_options(opts)
+    t0 = time.perf_counter()
+    rows = sum(b.num_rows for b in read_range(options, queue, 0, n))
+    return rows, time.perf_counter() - t0
+
+
+def bench_filter(url: str, n: int, size: int, values: int, block: int) -> dict:
+    """The stream-filtering rows for one broker: {row label: value}."""
+    from ..client import connect
+
+    stream = f"bench-filter-{uuid.uuid4().hex[:8]}"
+    with connect(url) as c:
+        c.channel().queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
+    out: dict = {}
+    try:
+        publish_filtered(url, stream, n, size, values, block)
+        blocks = -(-n // block)
+        wanted = sum(min(block, n - i * block) for i in range(7, blocks, values))
+        got, took = read_filtered(url, stream, {}, n, None)
+        out["filter: no filter, client read, deliveries"] = got
+        out["filter: no filter, client read, s"] = took
+        got_f, took_f = read_filtered(url, stream, {"x-stream-filter": "v7"}, wanted, "v7")
+        out[f"filter: v7 (1 value in {values}), client read, deliveries"] = got_f
+        out[f"filter: v7 (1 value in {values}), client read, s"] = took_f
+        out[f"filter: v7, share of the stream delivered (%)"] = 100.0 * got_f / got
+        rows, secs = source_read(url, stream, n, None)
+        out["filter: source read_range, no filter, rows"] = rows
+        out["filter: source read_range, no filter, s"] = secs
+        rows_f, secs_f = source_read(url, stream, n, "v7")
+        if rows_f != wanted:
+            raise RuntimeError(f"read_range with streamFilter=v7 returned {rows_f} rows, "
+                               f"expected {wanted}")
+        out["filter: source read_range, streamFilter=v7, rows"] = rows_f
+        out["filter: source read_range, streamFilter=v7, s"] = secs_f
+        print(f"  filter v7: {got_f:,} of {got:,} deliveries ({100.0 * got_f / got:.1f}%), "
+              f"client {took_f:.2f}s vs {took:.2f}s; read_range {rows_f:,} rows in "
+              f"{secs_f:.2f}s vs {rows:,} in {secs:.2f}s", flush=True)
+    finally:
+        with connect(url) as c:
+            c.channel().queue_delete(stream)
+    return out
+
+
 def rss_check(mb: int) -> tuple[float, float, float]:
     """(stream MB, broker RSS MB before the read, peak RSS MB during it) for an ``mb`` MB stream
     on the embedded broker (data directory in a temporary directory)."""
@@ -239,6 +359,12 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=200, help="body bytes")
     ap.add_argument("--consumers", default="1,2,4", help="comma-separated concurrent reader counts")
     ap.add_argument("--brokers", default="embedded,rabbitmq")
+    ap.add_argument("--filter-values", type=int, default=100,
+                    help="stream filtering rows: distinct filter values (0: skip them)")
+    ap.add_argument("--filter-block", type=int, default=300,
+                    help="messages per published block (one filter value each)")
+    ap.add_argument("--skip-reads", action="store_true",
+                    help="only the stream filtering rows (items 1-4 skipped)")
     ap.add_argument("--rss-mb", type=int, default=0,
                     help="also read an N MB stream on the embedded broker and report its RSS")
     args = ap.parse_args(argv)
@@ -248,18 +374,32 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {}
     for name in brokers:
         print(f"{name}:", flush=True)
+        results[name] = {}
         if name == "embedded":
-            with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, BrokerProcess(data_dir=d) as b:
-                results[name] = bench_broker(b.url, b.pid, args.messages, args.size, counts)
+            if not args.skip_reads:
+                with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, \
+                        BrokerProcess(data_dir=d) as b:
+                    results[name] = bench_broker(b.url, b.pid, args.messages, args.size, counts)
+            if args.filter_values:   # RabbitMQ 3.13+ filtering: the 4.3 mode
+                with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, \
+                        BrokerProcess(data_dir=d, rabbitmq_version="4.3") as b:
+                    results[name].update(bench_filter(b.url, args.messages, args.size,
+                                                      args.filter_values, args.filter_block))
         else:
-            results[name] = bench_broker(args.url, rabbitmq_pid(), args.messages, args.size, counts)
+            if not args.skip_reads:
+                results[name] = bench_broker(args.url, rabbitmq_pid(), args.messages, args.size,
+                                             counts)
+            if args.filter_values:
+                results[name].update(bench_filter(args.url, args.messages, args.size,
+                                                  args.filter_values, args.filter_block))
     rows = list(dict.fromkeys(k for r in results.values() for k in r))
     head = f"{'':<62}" + "".join(f"{b:>14}" for b in brokers)
     both = "embedded" in results and "rabbitmq" in results
     print()
     print(head + ("   embedded/RabbitMQ" if both else ""))
     for row in rows:
-        line = f"{row:<62}" + "".join(f"{results[b].get(row, float('nan')):>14,.0f}" for b in brokers)
+        fmt = ",.2f" if row.endswith((", s", "(%)")) else ",.0f"
+        line = f"{row:<62}" + "".join(f"{results[b].get(row, float('nan')):>14{fmt}}" for b in brokers)
         if both and row in results["embedded"] and row in results["rabbitmq"]:
             line += f"   {results['embedded'][row] / results['rabbitmq'][row]:>8.2f}x"
         print(line)

@@ -514,6 +514,8 @@ class Channel:
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
         c.priority = prio
         c.stream_pos = start
+        if q.stream:
+            c.stream_filter = q.consumer_filter(args)
         c.tag_enc = shortstr(tag)
         self.consumers[tag] = c
         if not method.no_wait:

@@ -46,7 +46,7 @@ class Consumer:
     ``frame_cache`` holds the channel's last basic.deliver frame parts for it."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
-                 "tag_enc", "priority", "frame_cache", "stream_pos")
+                 "tag_enc", "priority", "frame_cache", "stream_pos", "stream_filter")
 
     def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
                  prefetch: int, arguments: dict | None):
@@ -62,6 +62,7 @@ class Consumer:
         self.priority = 0
         self.frame_cache = (None, None, -1, b"", b"")
         self.stream_pos = 0   # next offset to deliver (stream queues only)
+        self.stream_filter = None   # a stream_filter.StreamMatcher (filtered stream consumers)
 
 
 class PriorityReady:

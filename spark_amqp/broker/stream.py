@@ -29,6 +29,12 @@ survives ``kill -9`` and a power cut. At start the segments are scanned, CRCs ch
 torn tail (a chunk not completely written) is cut off; the in-memory index (one entry per
 chunk) is rebuilt. Reads use ``os.pread``; the last decoded chunks are cached. Without a data
 directory the segments are in-memory byte arrays with the same layout.
+
+**Filtering** (RabbitMQ 3.13+, the 4.3 mode; :mod:`.stream_filter`): with ``filter_bytes``
+set, each chunk's Bloom filter is built when the chunk is written and kept in the chunk
+index (``c_filter``); it is derived data, rebuilt from the payload when the segments are
+scanned at start, so the segment format is the same in both modes. :meth:`StreamLog.read_chunks_filtered`
+skips a chunk whose filter cannot match without reading it.
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ _ENT = struct.Struct(">HII")
 _ENT_SIZE = _ENT.size
 _HDR_SIZE = _HDR.size
 _CACHE_CHUNKS = 16
+_FILTER_HEADER = b"x-stream-filter-value"   # stream_filter.FILTER_VALUE_HEADER
 
 # ``x-max-age`` units (RabbitMQ docs "Streams": Y, M, D, h, m, s; M = 30 days, Y = 365 days)
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -212,17 +219,23 @@ class StreamLog:
         max_segment_bytes: a new segment starts when the current one would grow past this.
         max_bytes: ``x-max-length-bytes`` (None = unlimited).
         max_age: ``x-max-age`` in seconds (None = unlimited).
+        filter_bytes: ``x-stream-filter-size-bytes`` (16..255): build a Bloom filter per
+            chunk (:mod:`.stream_filter`); None = no filters (RabbitMQ 3.10 has none).
 
     Offsets: ``first`` (first retained offset), ``next`` (offset the next message gets);
     ``next - first`` messages are retained. Raises OSError when the directory is unusable.
     """
 
     def __init__(self, directory: str | None, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-                 max_bytes: int | None = None, max_age: float | None = None):
+                 max_bytes: int | None = None, max_age: float | None = None,
+                 filter_bytes: int | None = None):
         self.directory = directory
         self.max_segment_bytes = max(1, max_segment_bytes)
         self.max_bytes = max_bytes
         self.max_age = max_age
+        self.filter_bytes = filter_bytes
+        #: chunks skipped / delivered by filtered reads, and the bytes of the skipped ones
+        self.filter_stats = {"chunks_skipped": 0, "bytes_skipped": 0, "chunks_read": 0}
         self.segments: list[_Segment] = []
         # the chunk index: parallel lists from ``head`` on (retention advances head)
         self.c_first: list[int] = []
@@ -231,6 +244,7 @@ class StreamLog:
         self.c_len: list[int] = []
         self.c_count: list[int] = []
         self.c_ts: list[int] = []
+        self.c_filter: list[int] = []   # Bloom filter per chunk (0: empty / no filtering)
         self.head = 0
         self.next = 0
         self.bytes = 0               # retained bytes (segment sizes)
@@ -268,7 +282,8 @@ class StreamLog:
                 payload = seg.read(pos + _HDR_SIZE, plen)
                 if zlib.crc32(payload, zlib.crc32(hdr[4:])) != crc:
                     break
-                self._index(cfirst, seg, pos, _HDR_SIZE + plen, count, ts)
+                self._index(cfirst, seg, pos, _HDR_SIZE + plen, count, ts,
+                            self._payload_filter(payload, count))
                 pos += _HDR_SIZE + plen
                 good = pos
             if good < seg.size:
@@ -285,7 +300,24 @@ class StreamLog:
         elif self.segments:
             self.next = self.segments[-1].first
 
-    def _index(self, first: int, seg: _Segment, pos: int, length: int, count: int, ts: int) -> None:
+    def _payload_filter(self, payload: bytes, count: int) -> int:
+        """The Bloom filter of a chunk's payload (0 without filtering)."""
+        if self.filter_bytes is None:
+            return 0
+        from .stream_filter import ChunkFilterBuilder
+
+        b = ChunkFilterBuilder(self.filter_bytes)
+        pos = 0
+        for _ in range(count):
+            el, pl, bl = _ENT.unpack_from(payload, pos)
+            a = pos + _ENT_SIZE + el
+            b.add(payload[a:a + pl])
+            pos = a + pl + bl
+        return b.value()
+
+    def _index(self, first: int, seg: _Segment, pos: int, length: int, count: int, ts: int,
+               bloom: int = 0) -> None:
+        self.c_filter.append(bloom)
         self.c_first.append(first)
         self.c_seg.append(seg)
         self.c_pos.append(pos)
@@ -338,12 +370,22 @@ class StreamLog:
         i = 0
         n = len(pend)
         pack = _ENT.pack
+        builder = None
+        if self.filter_bytes is not None:
+            from .stream_filter import ChunkFilterBuilder
         while i < n:
             parts = []
             size = 0
             j = i
+            if self.filter_bytes is not None:
+                builder = ChunkFilterBuilder(self.filter_bytes)
             while j < n and j - i < CHUNK_MAX_MESSAGES and (size < CHUNK_MAX_BYTES or j == i):
                 enc, props, body = pend[j]
+                if builder is not None:
+                    if _FILTER_HEADER in props:
+                        builder.add(props)
+                    else:
+                        builder.unfiltered = True
                 parts.append(pack(len(enc), len(props), len(body)))
                 parts.append(enc)
                 parts.append(props)
@@ -358,7 +400,8 @@ class StreamLog:
             seg = self._segment_for(len(record))
             pos = seg.append(record)
             self.bytes += len(record)
-            self._index(first, seg, pos, len(record), j - i, ts)
+            self._index(first, seg, pos, len(record), j - i, ts,
+                        builder.value() if builder is not None else 0)
             self.next = first + (j - i)
             if seg.path is not None:
                 self.unsynced.add(seg)
@@ -409,7 +452,7 @@ class StreamLog:
     def _compact(self) -> None:
         h = self.head
         if h > 1024 and h * 2 > len(self.c_first):
-            for name in ("c_first", "c_seg", "c_pos", "c_len", "c_count", "c_ts"):
+            for name in ("c_first", "c_seg", "c_pos", "c_len", "c_count", "c_ts", "c_filter"):
                 setattr(self, name, getattr(self, name)[h:])
             self.head = 0
 
@@ -487,6 +530,45 @@ class StreamLog:
             offset = cfirst + len(entries)
             i += 1
         return start, out
+
+    def read_chunks_filtered(self, offset: int, credit: int, matcher) -> tuple[int, list]:
+        """:meth:`read_chunks` for a consumer with a stream filter (``matcher``, a
+        :class:`~.stream_filter.StreamMatcher`): chunks whose Bloom filter cannot match are
+        skipped unread (they take no credit), matching ones are read whole (the messages
+        below ``offset`` dropped) while fewer than ``credit`` messages were taken. Returns
+        (the offset after the last chunk examined, [(offset of a run's first message,
+        [(enc, props_raw, body), ...]), ...]): runs of consecutive offsets, one per chunk.
+        Source: osiris ``osiris_log:read_header0`` (skips a non-matching chunk and reads the
+        next header), ``rabbit_stream_queue:stream_entries/4``."""
+        if offset < self.first:
+            offset = self.first
+        if offset >= self.next or credit <= 0:
+            return offset, []
+        runs: list = []
+        taken = 0
+        i = self.chunk_index(offset)
+        n = len(self.c_first)
+        filters = self.c_filter
+        stats = self.filter_stats
+        match = matcher.matches
+        while i < n and taken < credit:
+            if not match(filters[i]):
+                stats["chunks_skipped"] += 1
+                stats["bytes_skipped"] += self.c_len[i]
+                offset = self.c_first[i] + self.c_count[i]
+                i += 1
+                continue
+            cfirst, entries = self.read_chunk(i)
+            stats["chunks_read"] += 1
+            if offset > cfirst:
+                entries = entries[offset - cfirst:]
+                runs.append((offset, entries))
+            else:
+                runs.append((cfirst, entries))
+            taken += len(entries)
+            offset = cfirst + self.c_count[i]
+            i += 1
+        return offset, runs
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:

@@ -19,6 +19,14 @@ what a stream cannot do. Reply codes and texts were checked on RabbitMQ 3.10.8 w
   without leading digits, a boolean or an array closes the connection with 541 INTERNAL_ERROR
   as RabbitMQ 3.10.8 does (its parser crashes), with a reply text here that names the
   argument and the accepted values.
+
+Filtering (RabbitMQ 3.13+; the 4.3 mode only, ``Behaviour.stream_filtering``;
+:mod:`.stream_filter`): ``x-stream-filter-size-bytes`` (16..255, default 16; else 406
+"Invalid value for  x-stream-filter-size-bytes", RabbitMQ's text with its two spaces) sizes
+each chunk's Bloom filter; a consumer's ``x-stream-filter`` / ``x-stream-match-unfiltered``
+make the dispatch skip chunks that cannot match. In the 3.10 mode, as RabbitMQ 3.10.8 (tried
+with pika), the declare argument is accepted with any value and the consumer arguments are
+ignored: every chunk is delivered.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import time
 from ..protocol.errors import AMQPNotImplemented, InternalError, PreconditionFailed
 from .queue import Queue
 from .stream import DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, parse_max_age
+from .stream_filter import DEFAULT_FILTER_BYTES, MAX_FILTER_BYTES, MIN_FILTER_BYTES, \
+    matcher_from_arguments
 
 __all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
 
@@ -147,6 +157,19 @@ def _interval(v, what: str, where: str, cid: int, mid: int) -> float | None:
     return parse_max_age(v)
 
 
+def check_filter_size(name: str, vhost: str, args: dict) -> int:
+    """``x-stream-filter-size-bytes`` of a stream declare (RabbitMQ 3.13+): the Bloom filter
+    bytes per chunk, :data:`DEFAULT_FILTER_BYTES` when absent. Raises PreconditionFailed
+    (406) with RabbitMQ's text (``rabbit_stream_queue:check_filter_size/1``) for a value
+    outside 16..255 or not an integer."""
+    v = args.get("x-stream-filter-size-bytes")
+    if v is None:
+        return DEFAULT_FILTER_BYTES
+    if isinstance(v, bool) or not isinstance(v, int) or not MIN_FILTER_BYTES <= v <= MAX_FILTER_BYTES:
+        raise PreconditionFailed("Invalid value for  x-stream-filter-size-bytes", 50, 10)
+    return v
+
+
 def check_stream_declare(name: str, vhost: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict) -> tuple[int | None, int | None, float | None]:
     """Validate a queue.declare of a stream; returns (segment size, max bytes, max age in s).
@@ -201,6 +224,8 @@ class StreamQueue(Queue):
         args = dict(arguments or {})
         seg, max_bytes, max_age = check_stream_declare(name, vhost.name, durable, exclusive_owner is not None,
                                                        auto_delete, args)
+        filtering = broker.config.behaviour.stream_filtering
+        filter_bytes = check_filter_size(name, vhost.name, args) if filtering else None
         # the classic-queue settings do not apply to a stream
         base_args = {k: v for k, v in args.items() if k in ("x-queue-type",)}
         super().__init__(broker, vhost, name, durable, exclusive_owner, auto_delete, base_args)
@@ -211,7 +236,7 @@ class StreamQueue(Queue):
         if broker.data_dir and broker.store.durable:
             directory = StreamLog.directory_for(broker.data_dir, vhost.name, name)
         self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
-                             max_bytes, max_age)
+                             max_bytes, max_age, filter_bytes)
         self.on_disk = directory is not None
 
     # ------------------------------------------------------------------ counts
@@ -308,6 +333,14 @@ class StreamQueue(Queue):
                                 f"consumer of {where}: use first, last, next, an integer offset, a timestamp or "
                                 f"an interval like '1h' / '7D'", cid, mid) from None
 
+    def consumer_filter(self, arguments: dict):
+        """The chunk matcher of a new consumer's arguments (``x-stream-filter``,
+        ``x-stream-match-unfiltered``), or None: no filter, or a broker that has no stream
+        filtering (the 3.10 mode ignores the arguments, as RabbitMQ 3.10.8)."""
+        if self.log.filter_bytes is None:
+            return None
+        return matcher_from_arguments(arguments, self.log.filter_bytes)
+
     def dispatch(self) -> None:
         """Deliver to every consumer that has credit, from its own position, whole chunks at
         a time, as RabbitMQ 3.10.8 does (``rabbit_stream_queue:stream_entries/4``): while the
@@ -337,6 +370,12 @@ class StreamQueue(Queue):
                 # is written (and its flow control seen) between them
                 credit = DISPATCH_MAX
                 more = True
+            matcher = c.stream_filter
+            if matcher is not None:
+                c.stream_pos, runs = log.read_chunks_filtered(pos, credit, matcher)
+                for start, entries in runs:
+                    ch.deliver_stream(c, entries, start, self)
+                continue
             start, entries = log.read_chunks(pos, credit)
             if not entries:
                 continue

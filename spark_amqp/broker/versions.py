@@ -37,6 +37,11 @@ classic_queue_v1                True    False   rabbit_amqqueue ``check_queue_ve
                                                 release-notes/4.3.0.md (x-queue-mode refused)
 interpret_published_x_death     True    False   mc_amqpl ``is_internal_header(<<"x-death">>)``,
                                                 deaths kept as annotations; 4.0.1.md
+stream_filtering                False   True    rabbit_stream_queue ``filter_spec/1``,
+                                                ``stream_message/2``, ``check_filter_size/1``;
+                                                osiris ``osiris_bloom.erl`` (3.13+); 3.10.8
+                                                ignores x-stream-filter* (tried: every message
+                                                delivered, any filter size accepted)
 ==============================  ======  ======  ================================================
 
 Not modelled (no such feature in the embedded broker in either mode): policies (so 4.x
@@ -66,7 +71,10 @@ class Behaviour:
     basic.qos global=true limits the channel); ``transient_nonexcl_queues`` (whether a
     non-durable non-exclusive queue may be declared); ``classic_queue_v1`` (whether
     x-queue-mode and x-queue-version=1 are accepted); ``interpret_published_x_death``
-    (whether a published message's own x-death header is continued when it is dead-lettered).
+    (whether a published message's own x-death header is continued when it is dead-lettered);
+    ``stream_filtering`` (whether streams keep a Bloom filter per chunk and honour the
+    consumer arguments ``x-stream-filter``/``x-stream-match-unfiltered``, and the declare
+    argument ``x-stream-filter-size-bytes`` is checked; :mod:`.stream_filter`).
     """
 
     version: str
@@ -79,17 +87,18 @@ class Behaviour:
     transient_nonexcl_queues: bool
     classic_queue_v1: bool
     interpret_published_x_death: bool
+    stream_filtering: bool = False
 
 
 BEHAVIOURS: dict[str, Behaviour] = {
     "3.10": Behaviour("3.10", max_message_size=128 * MiB, min_frame_max=4096, initial_frame_max=4096,
                       quorum_delivery_limit=None, requeue_counts_delivery=True, global_qos=True,
                       transient_nonexcl_queues=True, classic_queue_v1=True,
-                      interpret_published_x_death=True),
+                      interpret_published_x_death=True, stream_filtering=False),
     "4.3": Behaviour("4.3", max_message_size=16 * MiB, min_frame_max=8192, initial_frame_max=8192,
                      quorum_delivery_limit=20, requeue_counts_delivery=False, global_qos=False,
                      transient_nonexcl_queues=False, classic_queue_v1=False,
-                     interpret_published_x_death=False),
+                     interpret_published_x_death=False, stream_filtering=True),
 }
 VERSIONS = tuple(BEHAVIOURS)
 #: the newest modelled release: what users run

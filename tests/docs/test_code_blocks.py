@@ -48,6 +48,16 @@ RUN_BY = {
         "tests/cluster/test_cluster_cli.py::test_readme_cluster_commands_are_the_tested_ones"],
     ("docs/cluster.md", "Shipping the package to the executors"): [
         "tests/app/test_py_files.py::test_py_files_recipe_from_another_folder"],
+    ("docs/reading-patterns.md", "Pacing the triggers: `minMessagesPerTrigger`, `maxTriggerDelay`"): [
+        "tests/docs/test_examples.py::test_reading_patterns_run_as_written"],
+    ("docs/reading-patterns.md", "Subscribing to an exchange (queue mode)"): [
+        "tests/docs/test_examples.py::test_reading_patterns_run_as_written"],
+    ("docs/reading-patterns.md", "Lag: how far the query is behind"): [
+        "tests/docs/test_examples.py::test_reading_patterns_run_as_written"],
+    ("docs/reading-patterns.md", "Timestamps per stream (stream mode)"): [
+        "tests/docs/test_examples.py::test_reading_patterns_run_as_written"],
+    ("docs/reading-patterns.md", "Stream filters (stream mode, RabbitMQ 3.13+)"): [
+        "tests/docs/test_examples.py::test_reading_patterns_run_as_written"],
 }
 
 #: commands the docs show that are not this project's: checked for syntax only

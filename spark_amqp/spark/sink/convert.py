@@ -21,7 +21,15 @@ content_type, content_encoding, correlation_id, reply_to, expiration, message_id
 user_id, app_id:  string                                       the property of the same name
 partitionKey      string (only with ``superStream``)            the key that picks the super
                                                                stream's partition (not published)
+stream_filter_    string                                       the header ``x-stream-filter-value``
+value                                                          (stream filtering, RabbitMQ 3.13+;
+                                                               null: no filter value)
 ================  ==========================================  ==================================
+
+``stream_filter_value``: the value a stream consumer's ``x-stream-filter`` (the source's
+option ``streamFilter``) selects by; it is added to the row's ``headers`` (and wins over a
+``x-stream-filter-value`` key there). RabbitMQ 3.13+ builds each chunk's Bloom filter from
+it (docs "Stream Filtering"); older brokers store it as a plain header.
 
 ``partitionKey``: with ``superStream``, each row goes to the partition RabbitMQ's stream clients
 pick for this key (:mod:`spark_amqp.spark.sink.super_stream`: MurmurHash3 x86 32-bit, seed 104729,
@@ -50,7 +58,7 @@ from ...protocol.properties import encode_delivery_mode_and_ids
 from .. import schema as S
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
-           "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "batch_to_messages"]
+           "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "STREAM_FILTER_VALUE", "batch_to_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +91,11 @@ SINK_COLUMNS: dict[str, tuple[str, ...]] = {
     S.PRIORITY: _INT_TYPES,
     S.TIMESTAMP: ("timestamp", "timestamp_ntz", "bigint", "int"),
     **{c: ("string",) for c in _STRING_PROPS},
+    "stream_filter_value": ("string",),
 }
+#: sink-only column: each message's header ``x-stream-filter-value`` (stream filtering)
+STREAM_FILTER_VALUE = "stream_filter_value"
+FILTER_VALUE_HEADER = "x-stream-filter-value"
 #: source columns that have no meaning for a publish: accepted and ignored
 IGNORED_SOURCE_COLUMNS = tuple(c for c in S.COLUMNS if c not in SINK_COLUMNS)
 #: sink-only column: the super stream partition key (option ``superStream``)
@@ -317,13 +329,16 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
         keys = [k if p is None else p for p, k in zip(pk, keys)]
 
     props: dict[str, Any] = {}
+    filter_values = None
     for name in plan.columns:
         if name in (S.BODY, S.EXCHANGE, S.ROUTING_KEY):
             continue
         col = column(name)
         if col.null_count == n:
             continue
-        if name == S.HEADERS:
+        if name == STREAM_FILTER_VALUE:
+            filter_values = col.to_pylist()
+        elif name == S.HEADERS:
             props[name] = _headers(col)
         elif name == S.TIMESTAMP:
             props[name] = _timestamps(col)
@@ -336,6 +351,11 @@ def batch_to_messages(plan: SinkPlan, batch, id_prefix: Optional[str], row_start
         else:
             _check_shortstr(name, col)
             props[name] = col.to_pylist()
+
+    if filter_values is not None:
+        headers = props.get(S.HEADERS) or [None] * n
+        props[S.HEADERS] = [h if v is None else {**(h or {}), FILTER_VALUE_HEADER: v}
+                            for h, v in zip(headers, filter_values)]
 
     default_dm = plan.delivery_mode if plan.delivery_mode is not None else 2
     ids = None        # list of str (or None entries) for the general path

@@ -191,6 +191,9 @@ KNOWN_OPTIONS = {**{
 #: any option not in KNOWN_OPTIONS, so typos surface at load()/start().
 
 _ERRORS = OptionErrors(ValueError, subject="the amqp source")
+#: stream-mode options a queue-mode read may be given by mistake (stream_options.STREAM_OPTIONS
+#: has them all; not imported: stream_options imports this module)
+_STREAM_ONLY = {k.lower(): k for k in ("streamFilter", "streamMatchUnfiltered")}
 
 
 @dataclass(frozen=True)
@@ -283,9 +286,13 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     o = {str(k).lower(): v for k, v in opts.items()}
     unknown = sorted(set(o) - set(KNOWN_OPTIONS))
     if unknown:
+        streamy = [_STREAM_ONLY[u] for u in unknown if u in _STREAM_ONLY]
+        hint = (f" {', '.join(streamy)} {'is an option' if len(streamy) == 1 else 'are options'}"
+                " of the stream mode: read a stream with 'stream' or 'superStream'."
+                if streamy else "")
         raise ValueError(
             f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source; "
-            f"known options: {', '.join(sorted(KNOWN_OPTIONS.values()))}.")
+            f"known options: {', '.join(sorted(KNOWN_OPTIONS.values()))}.{hint}")
 
     uri = parse_uri_option(o, ValueError)
     connection = parse_connection_options(o, uri, ValueError)

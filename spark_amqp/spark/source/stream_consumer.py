@@ -16,18 +16,34 @@ reader asks for the first retained offset; if ``start`` is below it, offsets wer
 ``failOnDataLoss`` raises :class:`DataLoss` (stream, wanted offset, first retained offset),
 otherwise the loss is logged and counted (:data:`LOST`) and the rest is read. A first delivery
 above ``start`` with ``start`` still retained is a gap (not a loss).
+
+Stream filtering (option ``streamFilter``, RabbitMQ 3.13+; RabbitMQ docs "Stream Filtering"):
+the consumer passes ``x-stream-filter`` (and ``x-stream-match-unfiltered``), so a broker with
+filtering skips the chunks whose Bloom filter cannot match and the offsets delivered have
+gaps; every row is then filtered exactly here (:func:`row_filter`), so the rows are the same
+on a broker without filtering (RabbitMQ 3.10 sends everything). A skipped chunk is not
+delivered at all, so the read could not see where its range ends if the chunk holding
+``end - 1`` were skipped: before consuming, the reader *peeks* at offset ``end - 1`` without
+a filter (one chunk, prefetch 1) and adds that message's filter value to the consumer's
+filter (or match-unfiltered when it has none). That chunk then matches (a Bloom filter has no
+false negatives), so a delivery at or past ``end - 1`` always comes and ends the read. The cost
+is one chunk per range, plus the chunks holding the peeked value when it is not a wanted one.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Iterator
 
 from ..connection_options import redact_uri
 from .arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
 from .stream_options import StreamOptions
 
-__all__ = ["read_range", "DataLoss", "ReadTimeout", "LOST"]
+__all__ = ["read_range", "row_filter", "DataLoss", "ReadTimeout", "LOST", "FILTER_VALUE_HEADER"]
+
+#: the header a publisher sets for stream filtering (RabbitMQ 3.13+)
+FILTER_VALUE_HEADER = "x-stream-filter-value"
 
 log = logging.getLogger("spark_amqp.spark.source.stream_reader")
 
@@ -64,6 +80,81 @@ def _offsets(stream: str, props: list) -> list[int]:
                              "'queue'/'queues')")
         out.append(v)
     return out
+
+
+def _filter_value(props) -> str | None:
+    """A message's ``x-stream-filter-value`` (a non-empty string), or None: absent, empty
+    or not a string is *unfiltered*, as RabbitMQ takes it (``rabbit_stream_queue:
+    stream_message/2`` only reads a string value; osiris treats ``<<>>`` as no value)."""
+    h = getattr(props, "headers", None) if props is not None else None
+    v = h.get(FILTER_VALUE_HEADER) if h else None
+    if isinstance(v, (bytes, bytearray)):
+        v = bytes(v).decode("utf-8", "replace")
+    return v if isinstance(v, str) and v else None
+
+
+def row_filter(options: StreamOptions):
+    """The exact filter of option ``streamFilter``: a function of a message's properties,
+    True for the rows to keep (filter value among ``streamFilter``, or none when
+    ``streamMatchUnfiltered``); None without ``streamFilter``."""
+    if not options.stream_filter:
+        return None
+    wanted = frozenset(options.stream_filter)
+    unfiltered = options.stream_match_unfiltered
+
+    def keep(props) -> bool:
+        v = _filter_value(props)
+        return unfiltered if v is None else v in wanted
+    return keep
+
+
+def _peek(conn, stream: str, offset: int, wait: float):
+    """The properties of the first message at or after ``offset`` (no filter, prefetch 1),
+    or None when nothing came within ``wait`` seconds."""
+    ch = conn.channel()
+    try:
+        ch.basic_qos(1)
+        ch.basic_consume(stream, arguments={"x-stream-offset": offset})
+        deadline = time.monotonic() + wait
+        while True:
+            ds = ch.drain(None, max(0.0, deadline - time.monotonic()))
+            if not ds:
+                return None
+            for d in ds:
+                h = d.properties.headers or {}
+                if h.get("x-stream-offset", -1) >= offset:
+                    return d.properties
+            ch.basic_ack(ds[-1].delivery_tag, multiple=True)   # a broker that starts lower
+    finally:
+        try:
+            ch.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def consume_arguments(conn, options: StreamOptions, stream: str, start: int, end: int) -> dict:
+    """basic.consume arguments of a range read: ``x-stream-offset`` = ``start`` and, with
+    ``streamFilter``, the broker-side filter widened by the value of the message at
+    ``end - 1`` (see the module doc). Raises :class:`ReadTimeout` when the peek gets nothing."""
+    args: dict = {"x-stream-offset": start}
+    if not options.stream_filter:
+        return args
+    last = _peek(conn, stream, end - 1, options.read_timeout)
+    if last is None:
+        raise ReadTimeout(f"no delivery from stream {stream!r} at offset {end - 1} within "
+                          f"{options.read_timeout:g}s (the last offset of the range to read); "
+                          "option readTimeout sets the wait")
+    values = list(options.stream_filter)
+    unfiltered = options.stream_match_unfiltered
+    v = _filter_value(last)
+    if v is None:
+        unfiltered = True
+    elif v not in values:
+        values.append(v)
+    args["x-stream-filter"] = values
+    if unfiltered:
+        args["x-stream-match-unfiltered"] = True
+    return args
 
 
 def _first_retained(conn, stream: str, wait: float) -> int | None:
@@ -191,10 +282,12 @@ def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
 def _consume_range(conn, options: StreamOptions, stream: str, start: int, end: int,
                    progress: dict) -> Iterator:
     """Consume ``[start, end)`` of ``stream`` on the open ``conn`` (see :func:`read_range`)."""
+    args = consume_arguments(conn, options, stream, start, end)
+    keep = row_filter(options)
     ch = conn.channel()
     ch.set_raw_deliveries()
     ch.basic_qos(options.prefetch)
-    tag = ch.basic_consume(stream, arguments={"x-stream-offset": start})
+    tag = ch.basic_consume(stream, arguments=args)
     cols: list[list] = [[], [], [], [], []]
     offs: list[int] = []
     checked = False
@@ -214,6 +307,7 @@ def _consume_range(conn, options: StreamOptions, stream: str, start: int, end: i
                 checked = True
                 if o[0] > start:
                     _check_loss(conn, options, stream, start, end, o[0])
+            last_offset = o[-1]
             lo = 0
             n = len(o)
             while lo < n and o[lo] < start:
@@ -221,6 +315,12 @@ def _consume_range(conn, options: StreamOptions, stream: str, start: int, end: i
             hi = lo
             while hi < n and o[hi] < end:
                 hi += 1
+            if keep is not None and lo < hi:
+                idx = [i for i in range(lo, hi) if keep(p[i])]
+                if len(idx) < hi - lo:   # streamFilter: the rows to keep, exactly
+                    b, r, e, k, p, o = ([c[i] for i in idx] for c in (b, r, e, k, p, o))
+                    lo, hi = 0, len(idx)
+                    n = hi
             if lo < hi:
                 if lo == 0 and hi == n:
                     parts = (b, r, e, k, p)
@@ -230,7 +330,7 @@ def _consume_range(conn, options: StreamOptions, stream: str, start: int, end: i
                     offs.extend(o[lo:hi])
                 for col, part in zip(cols, parts):
                     col.extend(part)
-            if o[-1] >= end - 1:
+            if last_offset >= end - 1:
                 done = True
                 break
         if not done:

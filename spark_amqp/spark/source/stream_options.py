@@ -59,6 +59,15 @@ maxMessagesPerPartition    at most this many offsets per input          50000
                            partition (as the queue mode: a trigger
                            of 100,000 on one stream is read by two
                            executors side by side)
+streamFilter               stream filtering (RabbitMQ 3.13+): only the   unset (every row)
+                           rows whose ``x-stream-filter-value`` header
+                           is one of these values (comma-separated, or
+                           a JSON list of strings); the broker skips
+                           the chunks that cannot match, the source
+                           filters each row exactly (so rows are the
+                           same on brokers without filtering)
+streamMatchUnfiltered      with streamFilter: also the rows without a   false
+                           filter value
 prefetch                   basic.qos of each executor's consumer        2000
                            (credit; RabbitMQ sends whole chunks)
 includeHeaders             fill the ``headers`` column                  true
@@ -96,7 +105,7 @@ STREAM_OPTIONS = {**{k.lower(): k for k in (
     "endingOffsetsByTimestamp",
     "failOnDataLoss", "maxMessagesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxMessagesPerPartition",
-    "prefetch", "includeHeaders", "readTimeout",
+    "prefetch", "includeHeaders", "readTimeout", "streamFilter", "streamMatchUnfiltered",
 )}, **CONNECTION_OPTIONS}
 
 _ERRORS = OptionErrors(ValueError, subject="the amqp source (stream mode)")
@@ -161,6 +170,30 @@ def parse_timestamps_spec(key: str, raw: str | None, streams: tuple[str, ...] | 
     return out
 
 
+def parse_stream_filter(raw) -> tuple[str, ...] | None:
+    """Option ``streamFilter``: None (absent) or the filter values, from comma-separated
+    values (``"emea, apac"``, each stripped) or a JSON list of strings (``'["a,b", "c"]'``,
+    for values with commas). Raises ``ValueError`` naming the option for an empty value, a
+    value given twice, or a JSON that is not a non-empty list of non-empty strings."""
+    if raw is None:
+        return None
+    s = str(raw).strip()
+    allowed = ('one or more non-empty filter values separated by commas, or a JSON list of '
+               'non-empty strings like ["emea", "apac"]')
+    if s.startswith("["):
+        try:
+            values = json.loads(s)
+        except ValueError:
+            raise _ERRORS.invalid("streamFilter", raw, allowed) from None
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise _ERRORS.invalid("streamFilter", raw, allowed)
+    else:
+        values = [v.strip() for v in s.split(",")]
+    if not values or any(not v for v in values) or len(set(values)) != len(values):
+        raise _ERRORS.invalid("streamFilter", raw, allowed + ", each value once")
+    return tuple(values)
+
+
 def check_spec_streams(key: str, spec: dict, streams,
                        hint: str = " (use -2 for earliest, -1 for latest)") -> None:
     """Raise ``ValueError`` when the JSON offsets of option ``key`` do not name exactly the
@@ -209,6 +242,9 @@ class StreamOptions:
     prefetch: int = DEFAULT_PREFETCH
     include_headers: bool = True
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    #: streamFilter values (None: no filter) and streamMatchUnfiltered
+    stream_filter: tuple[str, ...] | None = None
+    stream_match_unfiltered: bool = False
     connection: dict = field(default_factory=dict)
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``/``reader``)
@@ -292,6 +328,11 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     from .options import parse_pacing
 
     min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
+    stream_filter = parse_stream_filter(o.get("streamfilter"))
+    match_unfiltered = parse_bool(o, "streamMatchUnfiltered", _ERRORS, default=False)
+    if "streammatchunfiltered" in o and stream_filter is None:
+        raise ValueError("Option 'streamMatchUnfiltered' of the amqp source only applies with "
+                         "'streamFilter' (without a filter every row is read).")
     return StreamOptions(
         uri=uri, streams=streams, super_stream=super_stream, starting=starting,
         starting_timestamp_ms=ts, ending=ending, starting_by_timestamp=by_ts,
@@ -304,4 +345,5 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
         max_messages_per_partition=parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
                                              default=DEFAULT_MAX_PER_PARTITION),
         prefetch=prefetch, include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
-        read_timeout=read_timeout, connection=connection)
+        read_timeout=read_timeout, stream_filter=stream_filter,
+        stream_match_unfiltered=match_unfiltered, connection=connection)
