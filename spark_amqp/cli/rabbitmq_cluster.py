@@ -201,10 +201,21 @@ class LocalRabbitMQCluster:
     def stop(self) -> None:
         """Stop every node of this cluster (``rabbitmqctl stop``, else kill -9 of its VM) and
         remove the base folder. Never touches other nodes."""
+        pids = []
         for node in self.nodes:
             pid = self._pid(node)
             if self._run(["rabbitmqctl", "-n", node, "stop"], timeout=60,
                          check=False).returncode != 0 and pid:
+                self._kill(pid)
+            if pid:
+                pids.append(pid)
+        # rabbitmqctl stop returns before the VM has exited; a VM still running writes its
+        # logs into the folder removed below (seen: empty n2..n4 folders left behind)
+        deadline = time.monotonic() + 30
+        for pid in pids:
+            while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if Path(f"/proc/{pid}").exists():
                 self._kill(pid)
         if self.base_dir.exists():
             self._run(["rm", "-rf", str(self.base_dir)], check=False)

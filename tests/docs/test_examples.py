@@ -127,6 +127,11 @@ def test_reading_patterns_run_as_written(spark, tmp_path):
         with connect(broker.url) as c:
             ch = c.channel()
             ch.exchange_declare("orders", "topic", durable=True)   # exchangeDeclare=false
+            ch.queue_declare("orders", durable=True)               # the pacing block's queue
+            ch.confirm_select()
+            for i in range(3):
+                ch.basic_publish(b"paced %d" % i, "", "orders")
+            ch.wait_for_confirms(timeout=30)
             for s in ("orders-eu", "orders-us", "orders-log"):
                 ch.queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
             declare_super_stream(ch, "sales", 3)
@@ -152,6 +157,7 @@ def test_reading_patterns_run_as_written(spark, tmp_path):
                 assert q.exception() is None, f"{heading}: {name}: {q.exception()}"
                 rows = spark.table(f"rp_{n}_{name}").collect()
                 ran.append((name, sorted(bytes(r.body).decode() for r in rows)))
+    assert ran[0] == ("df", ["paced 0", "paced 1", "paced 2"])   # AvailableNow: no minimum
     assert ("emea", ["order 1", "order 3"]) in ran      # streamFilter + streamMatchUnfiltered
     assert ("live", ["order 1", "order 2"]) in ran      # streamFilter=emea,apac
     assert ("hour", []) in ran and "listener" in ran

@@ -307,7 +307,10 @@ def test_row5_regex_cannot_stall_the_broker(embedded, pattern, many):
     assert r.json["filtered_count"] == sum(1 for n in names if re.search(pattern, n, re.I)), r.json["total_count"]
 
 
-def test_row5_bad_or_unbounded_regex_refused(side):
+def test_row5_bad_or_unbounded_regex_refused(side, unique):
+    # RabbitMQ compiles the name filter only over a non-empty list: with no queue in sight a
+    # bad pattern gets 200 and no items (seen in CI on a RabbitMQ with no queues left)
+    side.api.queue("app." + unique("regex"), durable=True)
     for pattern in ("(", "x" * 2000) if side.kind == "rabbitmq" else ("(", "x" * 2000, "(?!x)", "(?:a{1000}){1000}"):
         if side.kind == "rabbitmq" and len(pattern) > 100:
             continue   # RabbitMQ takes a long pattern: only the invalid one is compared

@@ -590,3 +590,13 @@ def test_range_read_gives_up_after_failover_timeout_with_a_clear_error():
     assert 0.5 <= time.monotonic() - t0 < 10
     assert "offsets [10, 20) of stream 's'" in text and "failoverTimeout 0.5 s" in text, text
     assert "127.0.0.1:1" in text and "127.0.0.1:2" in text and "guest:guest" not in text, text
+
+
+def test_read_of_spark_placeholder_partition_is_empty():
+    """A batch read whose planned ranges are empty: PySpark reads one ``InputPartition(None)``
+    (plan_data_source_read.py) which must give no rows, not an AttributeError."""
+    from pyspark.sql.datasource import InputPartition
+
+    from spark_amqp.spark.source.stream_reader import _read
+
+    assert list(_read(None, InputPartition(None))) == []

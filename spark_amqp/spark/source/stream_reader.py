@@ -180,8 +180,13 @@ class _Planner:
 
 
 def _read(options: StreamOptions, partition: StreamRangePartition) -> Iterator:
+    """The rows of one range partition. A partition that is not a range is read as empty:
+    when ``partitions()`` returns none (a batch read of empty streams), PySpark still reads one
+    ``InputPartition(None)`` (pyspark/sql/worker/plan_data_source_read.py)."""
     from .stream_consumer import read_range
 
+    if getattr(partition, "stream", None) is None:
+        return iter(())
     return read_range(options, partition.stream, partition.start, partition.end)
 
 
