@@ -34,7 +34,9 @@ import uuid
 
 from .common import BrokerProcess
 
-RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+from ..client.uri import DEFAULT_URI  # noqa: E402
+
+RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", DEFAULT_URI)
 
 
 def _queue_name(tag: str) -> str:

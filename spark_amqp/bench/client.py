@@ -47,7 +47,7 @@ import uuid
 
 from ..client import connect
 
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from ..client.uri import DEFAULT_URI as DEFAULT_URL  # noqa: E402
 
 
 def _wait_depth(ch, queue: str, n: int, timeout: float = 120.0) -> None:

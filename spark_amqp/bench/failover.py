@@ -2,7 +2,7 @@
 
 ``python -m spark_amqp.bench.failover [--runs 3] [--messages 12000] [--rate 1500]
 [--drain 100000]`` (as root: the nodes run as the rabbitmq user; see
-:mod:`spark_amqp.cli.rabbitmq_cluster`). Starts the three nodes (ports 5622/5632/5642), then:
+:mod:`spark_amqp.tools.rabbitmq_cluster`). Starts the three nodes (ports 5622/5632/5642), then:
 
 1. **failover, client**: a consumer of this package's client (the cluster URI, addresses in
    order, so node 2 first) reads a quorum queue led by node 2 while a publisher writes
@@ -34,11 +34,11 @@ import threading
 import time
 import uuid
 
-from ..cli.rabbitmq_cluster import LocalRabbitMQCluster
+from ..tools.rabbitmq_cluster import LocalRabbitMQCluster
 from ..client import connect
 from .common import fill_queue, local_spark, publish_confirmed
 
-SINGLE_NODE = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from ..client.uri import DEFAULT_URI as SINGLE_NODE  # noqa: E402
 QUORUM = {"x-queue-type": "quorum"}
 STREAM = {"x-queue-type": "stream"}
 

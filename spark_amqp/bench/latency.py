@@ -70,7 +70,7 @@ from .common import BrokerProcess, local_spark
 
 __all__ = ["percentiles", "stamp", "parse_stamp", "LatencyStats", "main"]
 
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from ..client.uri import DEFAULT_URI as DEFAULT_URL  # noqa: E402
 #: digits of the publish time at the start of each body (µs since the epoch)
 STAMP_DIGITS = 16
 #: the publisher must reach this share of the rate asked for the row to count as sustained

@@ -52,7 +52,9 @@ import uuid
 
 from .common import BrokerProcess, local_spark
 
-RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+from ..client.uri import DEFAULT_URI  # noqa: E402
+
+RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", DEFAULT_URI)
 #: the sink's default maxInFlight (spark_amqp.spark.sink.options)
 SINK_WINDOW = 10000
 

@@ -65,7 +65,7 @@ from .common import BrokerProcess, fill_queue, local_spark
 from .cpu import CpuAccount
 from .memory import QueryMemory
 
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+from ..client.uri import DEFAULT_URI as DEFAULT_URL  # noqa: E402
 
 
 # --------------------------------------------------------------------------- brokers

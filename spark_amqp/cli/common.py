@@ -13,9 +13,8 @@ import os
 
 import click
 
+from ..client.uri import DEFAULT_URI
 from ..client.uri import redact_uri as redact
-
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def check_uri(ctx, param, value: str) -> str:

@@ -57,7 +57,8 @@ def redact_uri(uri: str) -> str:
 __all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
            "parse_connection_options", "redact_uri"]
 
-DEFAULT_URI = "amqp://guest:guest@localhost:5672/%2F"
+# the one default URI, the client's (RabbitMQ's default user, port and vhost)
+from ..client.uri import DEFAULT_URI  # noqa: E402
 #: lower-cased key -> documented spelling, for the options this module parses
 CONNECTION_OPTIONS = {k.lower(): k for k in (
     "uri", "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",

@@ -1,6 +1,6 @@
 """A real three-node RabbitMQ cluster for the failover tests (issue 27), one per test session.
 
-``rmq_cluster``: a started :class:`spark_amqp.cli.rabbitmq_cluster.LocalRabbitMQCluster`
+``rmq_cluster``: a started :class:`spark_amqp.tools.rabbitmq_cluster.LocalRabbitMQCluster`
 (nodes ``rabbit2/3/4@localhost`` on AMQP ports 5622/5632/5642, clustered; ~15-30 s to start),
 stopped and its folders removed at the end of the session (the test modules share it).
 Between tests every node is brought back up (a test that stopped or killed one need not).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))  # faults_proxy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # faults_proxy (tests/)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cluster_helpers
 
 REQUIRE = os.environ.get("SPARK_AMQP_REQUIRE_RABBITMQ") == "1"
@@ -45,7 +45,7 @@ def _cannot_run() -> str | None:
 
 @pytest.fixture(scope="session")
 def rmq_cluster():
-    from spark_amqp.cli.rabbitmq_cluster import LocalRabbitMQCluster, RabbitMQClusterError
+    from spark_amqp.tools.rabbitmq_cluster import LocalRabbitMQCluster, RabbitMQClusterError
 
     why = _cannot_run()
     if why:
@@ -75,7 +75,7 @@ def cluster(rmq_cluster):
 def heal(c) -> None:
     """Bring every node of ``c`` back: start_app where the VM runs, restart where it was
     killed."""
-    from spark_amqp.cli.rabbitmq_cluster import RabbitMQClusterError
+    from spark_amqp.tools.rabbitmq_cluster import RabbitMQClusterError
 
     running = c.running_nodes()
     for node in c.nodes:

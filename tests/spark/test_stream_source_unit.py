@@ -437,12 +437,9 @@ def test_read_range_fails_over_inside_the_task_exactly_once(broker_url, filled_s
     """Issue 27: the connection of a range read is cut mid-range (a node going away); the
     read reconnects through the next address and goes on after the last offset it yielded:
     every offset exactly once, in order."""
-    import sys
-    from pathlib import Path
     from urllib.parse import urlparse
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))
-    from faults_proxy import FaultProxy
+    from faults_proxy import FaultProxy   # tests/faults_proxy.py
 
     from spark_amqp.spark.source import stream_consumer
     from spark_amqp.spark.source.stream_consumer import read_range

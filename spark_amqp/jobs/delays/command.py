@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import click
 
-from ...cli.common import DEFAULT_URI, check_uri
+from ...cli.common import check_uri
+from ...client.uri import DEFAULT_URI
 from . import session, topology  # main() looks session.build_spark up when called (tests replace it)
 from .data import (ALERTS_EXCHANGE, DEFAULT_ALERTS_QUEUE, DEFAULT_MAX_PER_TRIGGER,
                    DEFAULT_PARTITIONS, DEFAULT_QUEUE, DEFAULT_SUPER_STREAM, FLIGHTS_EXCHANGE,
