@@ -486,9 +486,10 @@ def test_publisher_republishes_unconfirmed_messages_on_another_address(broker_ur
                 pub.publish(msgs[3000:])
                 stats = pub.finish()
             assert pub.reconnects == 1 and proxy.accepted == 1
-            # the unconfirmed ones (the stalled 2000, maybe the first 1000) and the chunk
-            # whose publish found the connection gone (1000)
-            assert 2000 <= pub.republished <= 4000
+            # at least the stalled 2000; at most everything: the first 1000 may be unconfirmed
+            # too, and chunks written into the reset socket before the loss is seen are
+            # unconfirmed as well (the bound 4000 failed about one run in two under load)
+            assert 2000 <= pub.republished <= n
         assert stats.published == n
         got = []
         with connect(broker_url) as conn:
@@ -499,7 +500,7 @@ def test_publisher_republishes_unconfirmed_messages_on_another_address(broker_ur
                     break
                 got.append(bytes(d.body))
         assert set(got) == {m[0] for m in msgs}
-        assert len(got) - n <= 3000  # duplicates: at most what was unconfirmed at the cut
+        assert len(got) - n <= pub.republished  # duplicates: at most what was published again
     finally:
         with connect(broker_url) as conn:
             conn.channel().queue_delete(q)
