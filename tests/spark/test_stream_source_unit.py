@@ -464,10 +464,12 @@ def test_read_range_fails_over_inside_the_task_exactly_once(broker_url, filled_s
 
 def test_range_read_reconnects_on_a_node_without_a_running_replica():
     """RabbitMQ 3.10 answers basic.consume on a node whose replica of the stream is not
-    running (just restarted) with 406 "... does not have a replica on the local node": worth a
-    reconnect, as a lost connection; other 406s and read timeouts are not."""
+    running (just restarted) with 406 "... does not have a replica on the local node", 506
+    "... does not have a running local replica" or, during a re-election, 541 INTERNAL_ERROR:
+    worth a reconnect, as a lost connection; other 406s/506s and read timeouts are not."""
     from spark_amqp.client.errors import ConnectionLost
-    from spark_amqp.protocol.errors import ConnectionForced, PreconditionFailed, ResourceError
+    from spark_amqp.protocol.errors import (ConnectionForced, InternalError, PreconditionFailed,
+                                            ResourceError)
     from spark_amqp.spark.source.stream_consumer import ReadTimeout, _lost_connection
 
     assert _lost_connection(PreconditionFailed(
@@ -478,6 +480,10 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
     assert _lost_connection(ResourceError(
         "RESOURCE_ERROR - queue 's' in vhost '/' does not have a running local replica"))
     assert not _lost_connection(ResourceError("RESOURCE_ERROR - cannot allocate"))
+    # 3.10 answering a range read's basic.consume right after kill -9 of the stream's leader
+    # (seen in the cluster's kill -9 test): the consume crashed on that node during the
+    # re-election; another node, or the same one a moment later, serves it
+    assert _lost_connection(InternalError("INTERNAL_ERROR"))
     assert _lost_connection(ConnectionLost("reset")) and _lost_connection(
         ConnectionForced("CONNECTION_FORCED - shutdown"))
     assert not _lost_connection(ReadTimeout("no delivery"))

@@ -29,10 +29,16 @@ DEFAULT_PROBE_FAILOVER_TIMEOUT = 300.0
 
 
 def replica_unavailable(e: BaseException) -> bool:
-    """The node answered that its replica of the stream is not running (506) or that it has
-    none (406): another node, or this one a moment later, serves the read."""
-    from spark_amqp.protocol.errors import PreconditionFailed, ResourceError
+    """The node could not serve a consume of the stream: it answered that its replica is not
+    running (506) or that it has none (406), or the consume crashed on it (541
+    INTERNAL_ERROR, a connection exception: seen here answering a range read's
+    ``basic.consume`` right after kill -9 of the stream's leader, during the re-election,
+    RabbitMQ 3.10.8). Another node, or this one a moment later, serves the read; the
+    callers' ``failoverTimeout`` bounds the retries, so a 541 that persists still fails."""
+    from spark_amqp.protocol.errors import InternalError, PreconditionFailed, ResourceError
 
+    if isinstance(e, InternalError):
+        return True
     if not isinstance(e, (PreconditionFailed, ResourceError)):
         return False
     text = str(getattr(e, "reply_text", "") or e)
