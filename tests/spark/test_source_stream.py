@@ -95,17 +95,21 @@ def test_multiple_queues_and_include_headers_false(spark, broker_url, queue, tmp
 
 def test_ack_only_after_batch_is_in_commit_log(spark, broker_url, queue, tmp_path):
     """Batch 1 runs and is committed, batch 2 is never planned (long trigger): its messages
-    are still unacked, so stopping the query requeues them all (redelivered)."""
+    are still unacked, so stopping the query requeues them all (redelivered). Batch 1 holds
+    what had arrived at its trigger (usually all ten; on a loaded machine possibly fewer):
+    the rest were delivered but never planned, and are requeued the same way."""
     q = queue()
     publish(broker_url, q, [b"x%d" % i for i in range(10)])
     sq = (_stream(spark, broker_url, [q]).writeStream.format("memory").queryName("ack_q")
           .trigger(processingTime="1 hour").option("checkpointLocation", str(tmp_path / "c"))
           .start())
     try:
-        wait_until(lambda: spark.table("ack_q").count() == 10 or _stopped(sq), FIRST_BATCH,
+        wait_until(lambda: spark.table("ack_q").count() > 0 or _stopped(sq), FIRST_BATCH,
                    what="batch 1")
-        wait_until(lambda: sq.lastProgress and sq.lastProgress["numInputRows"] == 10, 30,
+        rows = spark.table("ack_q").count()
+        wait_until(lambda: sq.lastProgress and sq.lastProgress["numInputRows"] == rows, 30,
                    what="batch 1 progress")
+        assert 1 <= rows <= 10
         assert message_count(broker_url, q) == 0          # delivered, held by the source
     finally:
         sq.stop()
