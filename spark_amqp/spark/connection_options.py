@@ -66,11 +66,11 @@ CONNECTION: dict[str, Option] = {o.name: o for o in (
            "before failing with one error listing every address", section="cluster"),
     Option("heartbeat", "int", None, "heartbeat seconds asked of the broker (`0` disables); "
            "a node that stalls with its socket open is found after two intervals",
-           "client default (60 s)", maximum=65535, note="seconds; 0 disables heartbeats"),
+           "the broker's (RabbitMQ: 60 s)", maximum=65535, note="seconds; 0 disables heartbeats"),
     Option("connectionTimeout", "float", None, "seconds each connect (TCP, TLS, AMQP "
            "handshake) may take before the next address is tried", "client default (10 s)"),
-    Option("cacertfile", "text", None, f"CA bundle (PEM) to check the broker's certificate; "
-           f"{_TLS}"),
+    Option("cacertfile", "text", None, f"CA bundle (PEM) to check the broker's certificate (absent: the "
+           f"system's CAs); {_TLS}"),
     Option("certfile", "text", None, f"client certificate (PEM); {_TLS}"),
     Option("keyfile", "text", None, f"the client certificate's key (PEM); {_TLS}"),
     Option("verify", "choice", None, f"`verify_peer` | `verify_none` (or `true` | `false`): "
