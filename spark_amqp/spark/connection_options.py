@@ -39,7 +39,7 @@ def redact_uri(uri: str) -> str:
     return redact(uri)
 
 __all__ = ["DEFAULT_URI", "CONNECTION", "CONNECTION_OPTIONS", "TLS_OPTIONS", "ConnectionOptions",
-           "parse_connection", "parse_uri_option", "parse_connection_options", "redact_uri"]
+           "ConnectionFields", "parse_connection", "parse_uri_option", "parse_connection_options", "redact_uri"]
 
 # the one default URI, the client's (RabbitMQ's default user, port and vhost)
 from ..client.uri import DEFAULT_URI  # noqa: E402
@@ -100,6 +100,27 @@ class ConnectionOptions:
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`spark_amqp.client.connect` besides the URI."""
         return dict(self.kwargs)
+
+
+class ConnectionFields:
+    """``uri``, ``connection`` and :meth:`client_kwargs` of an options dataclass (the source's
+    modes, the sink) whose ``conn`` field holds its :class:`ConnectionOptions`."""
+
+    conn: ConnectionOptions
+
+    @property
+    def uri(self) -> str:
+        """The ``amqp://``/``amqps://`` URI."""
+        return self.conn.uri
+
+    @property
+    def connection(self) -> dict[str, Any]:
+        """Client keywords from the TLS, heartbeat, timeout and address options."""
+        return self.conn.client_kwargs()
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`spark_amqp.client.connect` besides the URI."""
+        return self.conn.client_kwargs()
 
 
 def parse_connection(opts: Mapping[str, Any], error: Type[ValueError] = ValueError

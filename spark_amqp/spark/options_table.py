@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 from .option_values import (BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_duration,
                             parse_float, parse_int, parse_names)
 
-__all__ = ["Option", "OptionTable", "KINDS"]
+__all__ = ["Option", "OptionTable", "KINDS", "unknown_options_error"]
 
 #: what an entry's ``kind`` means: the :mod:`.option_values` parser :meth:`Option.parse` calls,
 #: or ``text`` (the string as given) and ``custom`` (parsed by the mode's own code: JSON
@@ -175,3 +175,17 @@ class OptionTable:
                 rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\\\\|", "\\|")
                                               for c in cells) + " |")
         return "\n".join(rows) + "\n"
+
+
+def unknown_options_error(what: str, hint: Callable[[list[str]], str] = lambda keys: ""
+                          ) -> Callable[[list[str], OptionTable], ValueError]:
+    """The source's ``unknown`` for :class:`OptionTable`: ``Unknown option(s) 'a', 'b' for
+    {what}; known options: <every name, sorted>.{hint(keys)}`` as a ``ValueError``.
+
+    ``hint``: a sentence (with a leading space) for the unknown keys, or "" (e.g. naming the
+    other mode whose options they are)."""
+    def build(keys: list[str], table: OptionTable) -> ValueError:
+        return ValueError(f"Unknown option(s) {', '.join(repr(u) for u in keys)} for {what}; "
+                          f"known options: {', '.join(sorted(table.known.values()))}."
+                          f"{hint(keys)}")
+    return build

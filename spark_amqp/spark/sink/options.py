@@ -37,7 +37,8 @@ import logging
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..connection_options import CONNECTION, ConnectionOptions, parse_connection
+from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
+                                  parse_connection)
 from ..option_values import LENIENT_BOOLEANS, OptionErrors
 from ..options_table import Option, OptionTable
 
@@ -135,7 +136,7 @@ SOURCE_ONLY_OPTIONS = _source_only_options()
 
 
 @dataclass(frozen=True)
-class SinkOptions:
+class SinkOptions(ConnectionFields):
     """Validated sink options (see :data:`SINK_TABLE` for meanings and defaults).
 
     ``exchange`` / ``routing_key`` / ``delivery_mode`` are ``None`` when not given as options
@@ -159,11 +160,6 @@ class SinkOptions:
     exchange_durable: bool = _D("exchangeDurable")
     message_id: str = _D("messageId")
     super_stream: Optional[str] = _D("superStream")
-
-    @property
-    def uri(self) -> str:
-        """The ``amqp://``/``amqps://`` URI."""
-        return self.conn.uri
 
     @property
     def connect_kwargs(self) -> tuple:

@@ -53,10 +53,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..connection_options import (CONNECTION, DEFAULT_URI, ConnectionOptions,
-                                  parse_connection)
+from ..connection_options import (CONNECTION, DEFAULT_URI, ConnectionFields,
+                                  ConnectionOptions, parse_connection)
 from ..option_values import OptionErrors
-from ..options_table import Option, OptionTable
+from ..options_table import Option, OptionTable, unknown_options_error
 
 __all__ = ["SourceOptions", "parse_source_options", "parse_pacing", "default_prefetch",
            "DEFAULT_URI", "QUEUE_OPTIONS", "KNOWN_OPTIONS", "PACING_OPTIONS",
@@ -191,18 +191,16 @@ _QUEUE_ENTRIES = (
 _STREAM_ONLY = {k.lower(): k for k in ("streamFilter", "streamMatchUnfiltered")}
 
 
-def _unknown(keys: list[str], table: OptionTable) -> ValueError:
+def _stream_hint(keys: list[str]) -> str:
     streamy = [_STREAM_ONLY[u] for u in keys if u in _STREAM_ONLY]
-    hint = (f" {', '.join(streamy)} {'is an option' if len(streamy) == 1 else 'are options'}"
+    return (f" {', '.join(streamy)} {'is an option' if len(streamy) == 1 else 'are options'}"
             " of the stream mode: read a stream with 'stream' or 'superStream'."
             if streamy else "")
-    return ValueError(
-        f"Unknown option(s) {', '.join(repr(u) for u in keys)} for the amqp source; "
-        f"known options: {', '.join(sorted(table.known.values()))}.{hint}")
 
 
 #: the queue mode's option table
-QUEUE_OPTIONS = OptionTable(_QUEUE_ENTRIES, _ERRORS, _unknown)
+QUEUE_OPTIONS = OptionTable(_QUEUE_ENTRIES, _ERRORS,
+                            unknown_options_error("the amqp source", _stream_hint))
 #: Every option the source accepts (lower-cased) -> its spelling in the docs. Options the sink
 #: understands and the source ignores are not accepted here: the source fails on any option
 #: not in KNOWN_OPTIONS, so typos surface at load()/start().
@@ -211,7 +209,7 @@ _D = QUEUE_OPTIONS.default
 
 
 @dataclass(frozen=True)
-class SourceOptions:
+class SourceOptions(ConnectionFields):
     """Validated source options (see :data:`QUEUE_OPTIONS`). Picklable, immutable.
 
     ``prefetch`` is the per-queue prefetch (0 = unlimited); ``consumers_per_queue`` and
@@ -251,16 +249,6 @@ class SourceOptions:
     columns: tuple | None = None
 
     @property
-    def uri(self) -> str:
-        """The ``amqp://``/``amqps://`` URI."""
-        return self.conn.uri
-
-    @property
-    def connection(self) -> dict:
-        """Client keywords from the TLS, heartbeat, timeout and address options."""
-        return self.conn.client_kwargs()
-
-    @property
     def per_queue_trigger_share(self) -> int | None:
         """``ceil(maxMessagesPerTrigger / len(queues))``, or None without a trigger cap."""
         if self.max_messages_per_trigger is None:
@@ -281,9 +269,6 @@ class SourceOptions:
             return 0
         return -(-self.prefetch // self.consumers_per_queue)
 
-    def client_kwargs(self) -> dict:
-        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
-        return self.conn.client_kwargs()
 
 
 def default_prefetch(share: int | None, min_share: int | None = None) -> int:

@@ -20,9 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..connection_options import CONNECTION, ConnectionOptions, parse_connection
+from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
+                                  parse_connection)
 from ..option_values import OptionErrors
-from ..options_table import Option, OptionTable
+from ..options_table import Option, OptionTable, unknown_options_error
 from .options import PACING_OPTIONS, parse_pacing
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
@@ -113,16 +114,14 @@ _QUEUE_MODE = ("queue", "queues", "declare", "durable", "queuearguments",
                "availablenowidletimeout")
 
 
-def _unknown(keys: list[str], table: OptionTable) -> ValueError:
-    hint = (" Options of the queue mode (queue, queues, declare, ...) cannot be combined "
+def _queue_hint(keys: list[str]) -> str:
+    return (" Options of the queue mode (queue, queues, declare, ...) cannot be combined "
             "with 'stream'/'superStream'." if any(u in _QUEUE_MODE for u in keys) else "")
-    return ValueError(
-        f"Unknown option(s) {', '.join(repr(u) for u in keys)} for the amqp source in "
-        f"stream mode; known options: {', '.join(sorted(table.known.values()))}.{hint}")
 
 
 #: the stream mode's option table
-STREAM_TABLE = OptionTable(_STREAM_ENTRIES, _ERRORS, _unknown)
+STREAM_TABLE = OptionTable(_STREAM_ENTRIES, _ERRORS, unknown_options_error(
+    "the amqp source in stream mode", _queue_hint))
 #: every option of the stream mode (lower-cased) -> its spelling in the docs
 STREAM_OPTIONS = STREAM_TABLE.known
 _D = STREAM_TABLE.default
@@ -228,7 +227,7 @@ def check_spec_streams(key: str, spec: dict, streams,
 
 
 @dataclass(frozen=True)
-class StreamOptions:
+class StreamOptions(ConnectionFields):
     """Validated stream-mode options (see :data:`STREAM_TABLE`). Picklable, immutable.
 
     ``streams``: the stream names (empty with ``super_stream``, whose partitions the driver
@@ -268,19 +267,14 @@ class StreamOptions:
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``/``reader``)
     columns: tuple | None = None
 
-    @property
-    def uri(self) -> str:
-        """The ``amqp://``/``amqps://`` URI."""
-        return self.conn.uri
 
-    @property
-    def connection(self) -> dict:
-        """Client keywords from the TLS, heartbeat, timeout and address options."""
-        return self.conn.client_kwargs()
-
-    def client_kwargs(self) -> dict:
-        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
-        return self.conn.client_kwargs()
+def _at_most_one(*given: tuple[str, Any]) -> None:
+    """Raise ``ValueError`` naming the options when more than one of the ``(option, parsed
+    value)`` pairs is given (a value that is not None): they are exclusive."""
+    names = [k for k, v in given if v is not None]
+    if len(names) > 1:
+        raise ValueError(f"Options {' and '.join(repr(k) for k in names)} of the amqp "
+                         "source are exclusive: give one of them.")
 
 
 def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
@@ -320,11 +314,8 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     ts = t.parse(o, "startingTimestamp")
     by_ts = parse_timestamps_spec("startingOffsetsByTimestamp", o.get("startingoffsetsbytimestamp"),
                                   known)
-    starts = [k for k, v in (("startingOffsets", starting), ("startingTimestamp", ts),
-                             ("startingOffsetsByTimestamp", by_ts)) if v is not None]
-    if len(starts) > 1:
-        raise ValueError(f"Options {' and '.join(repr(k) for k in starts)} of the amqp "
-                         "source are exclusive: give one of them.")
+    _at_most_one(("startingOffsets", starting), ("startingTimestamp", ts),
+                 ("startingOffsetsByTimestamp", by_ts))
     strategy = t.parse(o, "startingOffsetsByTimestampStrategy")
     if strategy is not None and ts is None and by_ts is None:
         raise ValueError("Option 'startingOffsetsByTimestampStrategy' of the amqp source only "
@@ -332,11 +323,8 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     end_ts = t.parse(o, "endingTimestamp")
     end_by_ts = parse_timestamps_spec("endingOffsetsByTimestamp",
                                       o.get("endingoffsetsbytimestamp"), known)
-    ends = [k for k, v in (("endingOffsets", ending), ("endingTimestamp", end_ts),
-                           ("endingOffsetsByTimestamp", end_by_ts)) if v is not None]
-    if len(ends) > 1:
-        raise ValueError(f"Options {' and '.join(repr(k) for k in ends)} of the amqp "
-                         "source are exclusive: give one of them.")
+    _at_most_one(("endingOffsets", ending), ("endingTimestamp", end_ts),
+                 ("endingOffsetsByTimestamp", end_by_ts))
     prefetch = t.parse(o, "prefetch")
     read_timeout = t.parse(o, "readTimeout")
     max_trigger = t.parse(o, "maxMessagesPerTrigger")
