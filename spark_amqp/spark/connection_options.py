@@ -1,48 +1,32 @@
-"""Connection options shared by the ``amqp`` source and sink: ``uri``, broker addresses, TLS,
-heartbeat, timeouts.
+"""Connection options shared by the ``amqp`` source (both modes) and sink: ``uri``, broker
+addresses, TLS, heartbeat, timeouts.
 
-Parses the part of Spark's option dict (keys lower-cased, values strings; lessons §1.4) that
-says how to reach the broker, into keyword arguments for :func:`spark_amqp.client.connect`.
-No I/O. Every error names the option, the value given and the allowed values, and is raised
-as the caller's error type (``error``: a ``ValueError`` subclass such as the sink's
-``SinkOptionError``), so each side keeps its own exception type with one wording.
+:data:`CONNECTION` holds their table entries (:class:`.options_table.Option`: name, kind,
+default, doc; each mode's table lists them beside its own options, and the docs' option tables
+are generated from them). :func:`parse_connection` parses them, from Spark's option dict (keys
+lower-cased, values strings; lessons §1.4), into one :class:`ConnectionOptions`: the URI and
+the keyword arguments for :func:`spark_amqp.client.connect`. No I/O. Every error names the
+option, the value given and the allowed values, and is raised as the caller's error type
+(``error``: a ``ValueError`` subclass such as the sink's ``SinkOptionError``), so each side
+keeps its own exception type with one wording.
 
-=========================  ==============================================================
-option                     meaning (client keyword)
-=========================  ==============================================================
-``uri``                    ``amqp://`` or ``amqps://`` URI (RabbitMQ "URI Specification");
-                           default :data:`DEFAULT_URI`. Several nodes of a cluster:
-                           ``amqp://u:p@h1:5672,h2:5673,h3/%2F`` (each ``host[:port]``)
-``addresses``              ``host[:port],host[:port],...``: the broker addresses, replacing
-                           the URI's host(s) (its user, vhost and parameters stay)
-                           (``addresses``)
-``shuffleAddresses``       ``true`` (default): try the addresses in a new random order per
-                           connection (RabbitMQ's advice: connections spread over the
-                           nodes); ``false``: in the order given (``shuffle_addresses``)
-``failoverTimeout``        seconds >= 0: how long to go on trying the addresses (with
-                           back-off) before failing with one error listing every address
-                           and its last error (``failover_timeout``). Source: after a lost
-                           connection (default 300; the first connect of a query fails at
-                           once); sink: each task's connect (default 0: one round)
-``cacertfile``             CA bundle for ``amqps://`` (``cacertfile``)
-``certfile``, ``keyfile``  client certificate and key (``certfile``, ``keyfile``)
-``verify``                 ``verify_peer`` | ``verify_none`` | ``true`` | ``false``
-                           (``verify``: ``verify_peer`` or ``verify_none``)
-``serverNameIndication``   TLS SNI / host name to check (``server_name_indication``)
-``heartbeat``              heartbeat seconds asked of the broker, 0..65535, 0 disables
-``connectionTimeout``      TCP connect + handshake timeout, seconds > 0
-=========================  ==============================================================
-
-TLS options with a plain ``amqp://`` URI are rejected (they would be silently unused).
+The client keywords: ``addresses`` (``host[:port],...``, replacing the URI's hosts),
+``shuffle_addresses``, ``failover_timeout`` (seconds >= 0: how long to go on trying the
+addresses; source: after a lost connection, default 300; sink: each task's connect, default 0:
+one round), ``cacertfile``/``certfile``/``keyfile``, ``verify`` (``verify_peer`` |
+``verify_none``), ``server_name_indication``, ``heartbeat`` (0..65535, 0 disables),
+``connection_timeout`` (seconds > 0). TLS options with a plain ``amqp://`` URI are rejected
+(they would be silently unused).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping, Type
 
-from .option_values import (LENIENT_BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_float,
-                            parse_int)
+from .option_values import LENIENT_BOOLEANS, OptionErrors, parse_float
+from .options_table import Option
 
 
 def redact_uri(uri: str) -> str:
@@ -54,20 +38,100 @@ def redact_uri(uri: str) -> str:
 
     return redact(uri)
 
-__all__ = ["DEFAULT_URI", "CONNECTION_OPTIONS", "TLS_OPTIONS", "parse_uri_option",
-           "parse_connection_options", "redact_uri"]
+__all__ = ["DEFAULT_URI", "CONNECTION", "CONNECTION_OPTIONS", "TLS_OPTIONS", "ConnectionOptions",
+           "ConnectionFields", "parse_connection", "parse_uri_option", "parse_connection_options", "redact_uri"]
 
 # the one default URI, the client's (RabbitMQ's default user, port and vhost)
 from ..client.uri import DEFAULT_URI  # noqa: E402
-#: lower-cased key -> documented spelling, for the options this module parses
-CONNECTION_OPTIONS = {k.lower(): k for k in (
-    "uri", "cacertfile", "certfile", "keyfile", "verify", "serverNameIndication", "heartbeat",
-    "connectionTimeout", "addresses", "shuffleAddresses", "failoverTimeout")}
-#: the TLS options (lower-cased), which need an ``amqps://`` URI
-TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
+
 #: ``verify`` spellings -> the client's ``verify`` (ConnectionParameters.verify)
 _VERIFY_MODES = {"verify_peer": "verify_peer", "verify_none": "verify_none",
                  "true": "verify_peer", "false": "verify_none"}
+_TLS = "TLS for `amqps://` (rejected with an `amqp://` uri, where it would go unused)"
+
+#: the connection options' table entries, by name. ``section="cluster"``: documented in
+#: docs/rabbitmq-cluster.md (with their URI query parameters), not in the modes' tables.
+CONNECTION: dict[str, Option] = {o.name: o for o in (
+    Option("uri", "custom", DEFAULT_URI,
+           "`amqp://` or `amqps://` URI ([RabbitMQ URI spec](https://www.rabbitmq.com/docs/"
+           "uri-spec); query parameters `heartbeat`, `frame_max`, `channel_max`, "
+           "`connection_timeout`, `auth_mechanism`, TLS files); several nodes: "
+           "`amqp://u:p@h1:5672,h2,h3/%2F` (see [RabbitMQ cluster](rabbitmq-cluster.md))"),
+    Option("addresses", "custom", None, "`host[:port],...`, replacing the URI's hosts",
+           section="cluster"),
+    Option("shuffleAddresses", "bool", None, "a new random order of the addresses per "
+           "connection (`false`: the order given)", section="cluster",
+           spellings=LENIENT_BOOLEANS),
+    Option("failoverTimeout", "custom", None, "seconds >= 0 to go on trying the addresses "
+           "before failing with one error listing every address", section="cluster"),
+    Option("heartbeat", "int", None, "heartbeat seconds asked of the broker (`0` disables); "
+           "a node that stalls with its socket open is found after two intervals",
+           "the broker's (RabbitMQ: 60 s)", maximum=65535, note="seconds; 0 disables heartbeats"),
+    Option("connectionTimeout", "float", None, "seconds each connect (TCP, TLS, AMQP "
+           "handshake) may take before the next address is tried", "client default (10 s)"),
+    Option("cacertfile", "text", None, f"CA bundle (PEM) to check the broker's certificate (absent: the "
+           f"system's CAs); {_TLS}"),
+    Option("certfile", "text", None, f"client certificate (PEM); {_TLS}"),
+    Option("keyfile", "text", None, f"the client certificate's key (PEM); {_TLS}"),
+    Option("verify", "choice", None, f"`verify_peer` | `verify_none` (or `true` | `false`): "
+           f"check the broker's certificate; {_TLS}", "`verify_peer`",
+           choices=_VERIFY_MODES),
+    Option("serverNameIndication", "text", None, f"TLS SNI and the host name to check; {_TLS}",
+           "the URI's host"),
+)}
+#: lower-cased key -> documented spelling, for the options this module parses
+CONNECTION_OPTIONS = {o.key: o.name for o in CONNECTION.values()}
+#: the TLS options (lower-cased), which need an ``amqps://`` URI
+TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "verify", "servernameindication")
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The parsed connection options of the source or the sink. Picklable, immutable.
+
+    ``uri``: the ``amqp://``/``amqps://`` URI (:data:`DEFAULT_URI` when not given).
+    ``kwargs``: sorted ``(keyword, value)`` pairs for :func:`spark_amqp.client.connect` (see
+    :func:`parse_connection_options`); absent options are left out (the client's defaults).
+    """
+
+    uri: str = DEFAULT_URI
+    kwargs: tuple = ()
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`spark_amqp.client.connect` besides the URI."""
+        return dict(self.kwargs)
+
+
+class ConnectionFields:
+    """``uri``, ``connection`` and :meth:`client_kwargs` of an options dataclass (the source's
+    modes, the sink) whose ``conn`` field holds its :class:`ConnectionOptions`."""
+
+    conn: ConnectionOptions
+
+    @property
+    def uri(self) -> str:
+        """The ``amqp://``/``amqps://`` URI."""
+        return self.conn.uri
+
+    @property
+    def connection(self) -> dict[str, Any]:
+        """Client keywords from the TLS, heartbeat, timeout and address options."""
+        return self.conn.client_kwargs()
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`spark_amqp.client.connect` besides the URI."""
+        return self.conn.client_kwargs()
+
+
+def parse_connection(opts: Mapping[str, Any], error: Type[ValueError] = ValueError
+                     ) -> ConnectionOptions:
+    """The connection options of ``opts`` (lower-cased keys; other keys are ignored).
+
+    Raises ``error`` as :func:`parse_uri_option` and :func:`parse_connection_options` do.
+    """
+    uri = parse_uri_option(opts, error)
+    return ConnectionOptions(uri, tuple(sorted(parse_connection_options(opts, uri,
+                                                                       error).items())))
 
 
 def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueError) -> str:
@@ -95,10 +159,17 @@ def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueErr
     return uri
 
 
+#: connection option -> the client keyword it becomes, for the options parsed by their entry
+_KEYWORDS = {"cacertfile": "cacertfile", "certfile": "certfile", "keyfile": "keyfile",
+             "verify": "verify", "serverNameIndication": "server_name_indication",
+             "heartbeat": "heartbeat", "connectionTimeout": "connection_timeout"}
+
+
 def parse_connection_options(opts: Mapping[str, str], uri: str,
                              error: Type[ValueError] = ValueError) -> dict[str, Any]:
-    """Keyword arguments for :func:`spark_amqp.client.connect` from the TLS, ``heartbeat`` and
-    ``connectionTimeout`` options (absent options are left out: the client's defaults apply).
+    """Keyword arguments for :func:`spark_amqp.client.connect` from the TLS, ``heartbeat``,
+    ``connectionTimeout``, ``addresses``, ``shuffleAddresses`` and ``failoverTimeout`` options
+    (absent options are left out: the client's defaults apply).
 
     Args:
         opts: options with lower-cased keys (other keys are ignored).
@@ -120,26 +191,15 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
             ``failoverTimeout`` not a finite number >= 0.
     """
     errors = OptionErrors(error)
-    kw: dict[str, Any] = {}
     tls = [k for k in TLS_OPTIONS if k in opts]
     if tls and not uri.lower().startswith("amqps://"):
         raise error(f"TLS option(s) {', '.join(CONNECTION_OPTIONS[k] for k in tls)} need an "
                     "amqps:// uri")
-    for k in ("cacertfile", "certfile", "keyfile"):
-        if k in opts:
-            kw[k] = str(opts[k])
-    verify = parse_choice(opts, "verify", errors, _VERIFY_MODES)
-    if verify is not None:
-        kw["verify"] = verify
-    if "servernameindication" in opts:
-        kw["server_name_indication"] = str(opts["servernameindication"])
-    heartbeat = parse_int(opts, "heartbeat", errors, minimum=0, maximum=65535,
-                          note="seconds; 0 disables heartbeats")
-    if heartbeat is not None:
-        kw["heartbeat"] = heartbeat
-    timeout = parse_float(opts, "connectionTimeout", errors)
-    if timeout is not None:
-        kw["connection_timeout"] = timeout
+    kw: dict[str, Any] = {}
+    for name, keyword in _KEYWORDS.items():
+        value = CONNECTION[name].parse(opts, errors)
+        if value is not None:
+            kw[keyword] = str(value) if CONNECTION[name].kind == "text" else value
     if "addresses" in opts:
         from ..client.uri import parse_addresses  # driver only, see redact_uri
 
@@ -148,15 +208,11 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
                                               5671 if uri.lower().startswith("amqps") else 5672)
         except ValueError as exc:
             raise error(f"option addresses: {exc}") from None
-    shuffle = parse_bool(opts, "shuffleAddresses", errors, default=None,
-                         spellings=LENIENT_BOOLEANS)
+    shuffle = CONNECTION["shuffleAddresses"].parse(opts, errors)
     if shuffle is not None:
         kw["shuffle_addresses"] = shuffle
     raw = opts.get("failovertimeout")
-    failover = None
     if raw is not None:  # parse_float takes > 0; 0 (one round) is allowed here
-        failover = 0.0 if str(raw).strip() in ("0", "0.0") else parse_float(
-            opts, "failoverTimeout", errors)
-    if failover is not None:
-        kw["failover_timeout"] = failover
+        kw["failover_timeout"] = (0.0 if str(raw).strip() in ("0", "0.0")
+                                  else parse_float(opts, "failoverTimeout", errors))
     return kw

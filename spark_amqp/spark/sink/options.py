@@ -8,48 +8,11 @@ naming the option and its allowed values for anything unknown or invalid. It run
 driver in ``DataSource.writer()`` / ``streamWriter()``, i.e. at ``save()`` / ``start()``,
 so a typo fails the action before any task is scheduled.
 
-=====================  ==========================  ================================================
-option                 default                     meaning
-=====================  ==========================  ================================================
-``uri``                amqp://guest:guest@         ``amqp://`` / ``amqps://`` URI (RabbitMQ URI spec)
-                       localhost:5672/%2F
-``exchange``           column, else ``""``         exchange for every row; overrides the column
-``routingKey``         column, else ``""``         routing key for every row; overrides the column
-``mandatory``          ``false``                   publish with ``mandatory`` (unroutable → return)
-``onReturn``           ``fail``                    ``fail`` | ``ignore`` a ``basic.return``
-``deliveryMode``       column, else ``2``          ``1``/``transient`` or ``2``/``persistent``;
-                                                   when set, overrides the column
-``maxInFlight``        ``10000``                   unconfirmed publishes per task (≥ 1)
-``maxMessageBytes``    the broker's limit          largest body published (≥ 1); a larger row
-                                                   fails the task naming its size and the limit,
-                                                   before the broker would close the channel
-                                                   (406). Default: the broker's max_message_size
-                                                   (advertised by the embedded broker; RabbitMQ
-                                                   3.x 128 MiB; else 16 MiB, the 4.x default)
-``confirmTimeoutMs``   ``60000``                   max wait (ms, > 0) for room in the maxInFlight
-                                                   window and for the task's final confirms
-``blockedTimeoutMs``   ``30000``                   max time (ms, > 0) the broker may keep the
-                                                   task's connection blocked (connection.blocked:
-                                                   memory/disk alarm) before the task fails
-``declareExchange``    ``false``                   ``exchange.declare`` the ``exchange`` option
-``exchangeType``       ``direct``                  ``direct``|``fanout``|``topic``|``headers``|``x-*``
-``exchangeDurable``    ``true``                    durable flag of the declared exchange
-``messageId``          ``auto``                    ``auto``|``column``|``deterministic``|``none``
-``superStream``        (none)                      super stream NAME: each row goes to partition
-                                                   stream ``NAME-i`` that RabbitMQ's stream
-                                                   clients pick for its ``partitionKey``
-                                                   column (where not null), else for its
-                                                   routing key
-                                                   (:mod:`spark_amqp.spark.sink.super_stream`),
-                                                   through the default exchange; exclusive with
-                                                   ``exchange``
-``cacertfile`` …       (none)                      TLS: ``cacertfile``, ``certfile``, ``keyfile``,
-                                                   ``verify`` (``verify_peer``|``verify_none``|
-                                                   ``true``|``false``),
-                                                   ``serverNameIndication``; passed to the client
-``heartbeat``          client default              heartbeat seconds (``0`` disables)
-``connectionTimeout``  client default              TCP + handshake timeout (seconds)
-=====================  ==========================  ================================================
+Every option is one entry of :data:`SINK_TABLE` (name, kind, default, bounds, doc), which gives
+the known options, their parsing and defaults, and the option table of docs/sink.md
+(``tests/spark/test_option_tables.py`` checks it); ``uri``, TLS, ``heartbeat``,
+``connectionTimeout`` and the address options are :mod:`spark_amqp.spark.connection_options`'s
+(shared with the source). Rules between options are in :func:`parse_sink_options`.
 
 ``messageId``:
   ``auto`` (default): the ``message_id`` column's value where the column exists and the value
@@ -66,8 +29,6 @@ Spark itself adds some keys to the options of a write (``path`` for ``save(path)
 as are the source-only options of the ``amqp`` data source (``SOURCE_ONLY_OPTIONS``, from
 :data:`spark_amqp.spark.source.options.KNOWN_OPTIONS`), so one options dict can serve both
 directions.
-``uri``, TLS, ``heartbeat`` and ``connectionTimeout`` are parsed by
-:mod:`spark_amqp.spark.connection_options` (shared with the source).
 """
 
 from __future__ import annotations
@@ -76,11 +37,12 @@ import logging
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
-                                 parse_uri_option)
-from ..option_values import LENIENT_BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_int
+from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
+                                  parse_connection)
+from ..option_values import LENIENT_BOOLEANS, OptionErrors
+from ..options_table import Option, OptionTable
 
-__all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS",
+__all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS", "SINK_TABLE",
            "MESSAGE_ID_MODES", "ON_RETURN_MODES"]
 
 
@@ -98,13 +60,66 @@ class SinkOptionError(ValueError):
 MESSAGE_ID_MODES = ("auto", "column", "deterministic", "none")
 ON_RETURN_MODES = ("fail", "ignore")
 _BUILTIN_EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+#: deliveryMode spellings -> AMQP delivery-mode (the error lists all but non-persistent)
+_DELIVERY_MODES = {"1": 1, "transient": 1, "non-persistent": 1, "2": 2, "persistent": 2}
 
+_ERRORS = OptionErrors(SinkOptionError)
+_LENIENT = LENIENT_BOOLEANS
+#: Every option of the sink, in the order of docs/sink.md's table.
+_SINK_ENTRIES = (
+    CONNECTION["uri"],
+    Option("exchange", "text", None, "exchange for every row; overrides the `exchange` column",
+           'column, else `""` (default exchange)'),
+    Option("routingKey", "text", None, "routing key for every row; overrides the "
+           "`routing_key` column", 'column, else `""`'),
+    Option("mandatory", "bool", False, "publish with `mandatory` (unroutable → "
+           "`basic.return`)", spellings=_LENIENT),
+    Option("onReturn", "choice", "fail", "`fail` (the task fails, Spark retries) or `ignore` a "
+           "`basic.return`", choices=ON_RETURN_MODES),
+    Option("deliveryMode", "choice", None, "`1`/`transient` or `2`/`persistent`; overrides the "
+           "column", "column, else `2`", choices=_DELIVERY_MODES,
+           shown=("1", "transient", "2", "persistent")),
+    Option("maxInFlight", "int", 10000, "unconfirmed publishes per task", minimum=1),
+    Option("maxMessageBytes", "int", None, "largest body published: a larger row fails the "
+           "task naming its size and the limit, before the broker would close the channel "
+           "(406)", "the broker's `max_message_size` (RabbitMQ 3.x: 128 MiB; else 16 MiB, the "
+           "4.x default)", minimum=1),
+    Option("confirmTimeoutMs", "int", 60000, "longest wait (ms) for window room and for the "
+           "task's final confirms", minimum=1),
+    Option("blockedTimeoutMs", "int", 30000, "longest time (ms) the broker may keep the task's "
+           "connection blocked (`connection.blocked`: memory or disk alarm) before the task "
+           "fails naming the reason (Spark retries it)", minimum=1),
+    Option("declareExchange", "bool", False, "`exchange.declare` the `exchange` option's "
+           "exchange", spellings=_LENIENT),
+    Option("exchangeType", "custom", "direct", "with `declareExchange=true`: `direct` | "
+           "`fanout` | `topic` | `headers` | `x-...` (a plugin's type)"),
+    Option("exchangeDurable", "bool", True, "durable flag of the declared exchange",
+           spellings=_LENIENT),
+    Option("messageId", "choice", "auto", "`auto` (column, else deterministic), `column`, "
+           "`deterministic`, `none` (see below)", choices=MESSAGE_ID_MODES),
+    Option("superStream", "custom", None, "super stream `NAME`: each row goes to the partition "
+           "stream `NAME-i` that RabbitMQ's stream clients pick for its `partitionKey` column "
+           "(where not null), else its `routing_key` (see [Super streams]"
+           "(streams.md#super-streams)); exclusive with `exchange`"),
+    CONNECTION["heartbeat"], CONNECTION["connectionTimeout"], CONNECTION["cacertfile"],
+    CONNECTION["certfile"], CONNECTION["keyfile"], CONNECTION["verify"],
+    CONNECTION["serverNameIndication"],
+    CONNECTION["addresses"], CONNECTION["shuffleAddresses"], CONNECTION["failoverTimeout"],
+)
+
+
+def _unknown(keys: list[str], table: OptionTable) -> SinkOptionError:
+    return SinkOptionError(
+        f"unknown option(s) for the amqp sink: {', '.join(keys)}; known options: "
+        + ", ".join(sorted(table.known.values(), key=str.lower))
+        + " (option names are case-insensitive)")
+
+
+#: the sink's option table
+SINK_TABLE = OptionTable(_SINK_ENTRIES, _ERRORS, _unknown)
 # documented spelling, keyed by the lower-cased key Spark hands us
-SINK_OPTIONS = {**{k.lower(): k for k in (
-    "exchange", "routingKey", "mandatory", "onReturn", "deliveryMode", "maxInFlight",
-    "maxMessageBytes", "confirmTimeoutMs", "blockedTimeoutMs", "declareExchange", "exchangeType", "exchangeDurable",
-    "messageId", "superStream",
-)}, **CONNECTION_OPTIONS}
+SINK_OPTIONS = SINK_TABLE.known
+_D = SINK_TABLE.default
 
 # keys Spark or the source side may put in the same dict; accepted and ignored by the sink
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
@@ -119,39 +134,41 @@ def _source_only_options() -> frozenset:
 
 SOURCE_ONLY_OPTIONS = _source_only_options()
 
-_ERRORS = OptionErrors(SinkOptionError)
-#: deliveryMode spellings -> AMQP delivery-mode (the error lists all but non-persistent)
-_DELIVERY_MODES = {"1": 1, "transient": 1, "non-persistent": 1, "2": 2, "persistent": 2}
-
 
 @dataclass(frozen=True)
-class SinkOptions:
-    """Validated sink options (see the module docstring for meanings and defaults).
+class SinkOptions(ConnectionFields):
+    """Validated sink options (see :data:`SINK_TABLE` for meanings and defaults).
 
     ``exchange`` / ``routing_key`` / ``delivery_mode`` are ``None`` when not given as options
-    (then the column or the default applies). Times are in seconds here.
+    (then the column or the default applies). Times are in seconds here. ``uri``,
+    ``connect_kwargs`` and :meth:`connect_args` read :attr:`conn`.
     """
 
-    uri: str = DEFAULT_URI
-    exchange: Optional[str] = None
-    routing_key: Optional[str] = None
-    mandatory: bool = False
-    on_return: str = "fail"
-    delivery_mode: Optional[int] = None
-    max_in_flight: int = 10000
-    max_message_bytes: Optional[int] = None   # None: the broker's (client/broker_limits.py)
-    confirm_timeout: float = 60.0
-    blocked_timeout: float = 30.0
-    declare_exchange: bool = False
-    exchange_type: str = "direct"
-    exchange_durable: bool = True
-    message_id: str = "auto"
-    super_stream: Optional[str] = None
-    connect_kwargs: tuple = ()   # ((name, value), ...) for spark_amqp.client.connect
+    #: uri and client keywords (:func:`..connection_options.parse_connection`)
+    conn: ConnectionOptions = ConnectionOptions()
+    exchange: Optional[str] = _D("exchange")
+    routing_key: Optional[str] = _D("routingKey")
+    mandatory: bool = _D("mandatory")
+    on_return: str = _D("onReturn")
+    delivery_mode: Optional[int] = _D("deliveryMode")
+    max_in_flight: int = _D("maxInFlight")
+    max_message_bytes: Optional[int] = _D("maxMessageBytes")  # None: the broker's
+    confirm_timeout: float = _D("confirmTimeoutMs") / 1000.0
+    blocked_timeout: float = _D("blockedTimeoutMs") / 1000.0
+    declare_exchange: bool = _D("declareExchange")
+    exchange_type: str = _D("exchangeType")
+    exchange_durable: bool = _D("exchangeDurable")
+    message_id: str = _D("messageId")
+    super_stream: Optional[str] = _D("superStream")
+
+    @property
+    def connect_kwargs(self) -> tuple:
+        """``((name, value), ...)`` for :func:`spark_amqp.client.connect`."""
+        return self.conn.kwargs
 
     def connect_args(self) -> dict:
         """Keyword arguments for :func:`spark_amqp.client.connect` beyond the URI."""
-        return dict(self.connect_kwargs)
+        return self.conn.client_kwargs()
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -166,40 +183,30 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             ``declareExchange=true`` without an ``exchange`` option; TLS options with a
             plain ``amqp://`` URI.
     """
-    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
-    unknown = sorted(k for k in opts
-                     if k not in SINK_OPTIONS and k not in SPARK_INTERNAL_OPTIONS
-                     and k not in SOURCE_ONLY_OPTIONS)
-    if unknown:
-        raise SinkOptionError(
-            f"unknown option(s) for the amqp sink: {', '.join(unknown)}; known options: "
-            + ", ".join(sorted(SINK_OPTIONS.values(), key=str.lower))
-            + " (option names are case-insensitive)")
-
+    t = SINK_TABLE
+    opts = {k: ("" if v is None else str(v)) for k, v in t.lower_checked(
+        options, accepted=SPARK_INTERNAL_OPTIONS | SOURCE_ONLY_OPTIONS).items()}
     ignored = sorted(k for k in opts if k in SOURCE_ONLY_OPTIONS)
     if ignored:
         log.warning("amqp sink: source-only option(s) %s have no effect on a write",
                     ", ".join(ignored))
-    uri = parse_uri_option(opts, SinkOptionError)
-    on_return = parse_choice(opts, "onReturn", _ERRORS, ON_RETURN_MODES, default="fail")
-    mandatory = parse_bool(opts, "mandatory", _ERRORS, default=False, spellings=LENIENT_BOOLEANS)
-    delivery_mode = parse_choice(opts, "deliveryMode", _ERRORS, _DELIVERY_MODES,
-                                 shown=("1", "transient", "2", "persistent"))
-    max_in_flight = parse_int(opts, "maxInFlight", _ERRORS, minimum=1, default=10000)
-    max_message_bytes = parse_int(opts, "maxMessageBytes", _ERRORS, minimum=1)
-    timeout_ms = parse_int(opts, "confirmTimeoutMs", _ERRORS, minimum=1, default=60000)
-    blocked_ms = parse_int(opts, "blockedTimeoutMs", _ERRORS, minimum=1, default=30000)
-    declare = parse_bool(opts, "declareExchange", _ERRORS, default=False,
-                         spellings=LENIENT_BOOLEANS)
-    ex_type = opts.get("exchangetype", "direct").strip().lower() or "direct"
+    conn = parse_connection(opts, SinkOptionError)
+    values = {attr: t.parse(opts, name) for attr, name in (
+        ("on_return", "onReturn"), ("mandatory", "mandatory"), ("delivery_mode", "deliveryMode"),
+        ("max_in_flight", "maxInFlight"), ("max_message_bytes", "maxMessageBytes"),
+        ("confirm_timeout", "confirmTimeoutMs"), ("blocked_timeout", "blockedTimeoutMs"),
+        ("declare_exchange", "declareExchange"))}
+    values["confirm_timeout"] /= 1000.0
+    values["blocked_timeout"] /= 1000.0
+    declare = values["declare_exchange"]
+    ex_type = opts.get("exchangetype", _D("exchangeType")).strip().lower() or _D("exchangeType")
     if ex_type not in _BUILTIN_EXCHANGE_TYPES and not ex_type.startswith("x-"):
         raise _ERRORS.invalid("exchangeType", opts["exchangetype"],
                               "direct | fanout | topic | headers | x-<plugin type>")
-    durable = parse_bool(opts, "exchangeDurable", _ERRORS, default=True,
-                         spellings=LENIENT_BOOLEANS)
-    message_id = parse_choice(opts, "messageId", _ERRORS, MESSAGE_ID_MODES, default="auto")
-    exchange = opts.get("exchange")
-    routing_key = opts.get("routingkey")
+    values["exchange_durable"] = t.parse(opts, "exchangeDurable")
+    values["message_id"] = t.parse(opts, "messageId")
+    exchange = t.parse(opts, "exchange")
+    routing_key = t.parse(opts, "routingKey")
     for name, val in (("exchange", exchange), ("routingKey", routing_key)):
         if val is not None and len(val.encode("utf-8")) > 255:
             raise SinkOptionError(f"option {name} is {len(val.encode('utf-8'))} UTF-8 bytes; "
@@ -210,7 +217,6 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if "exchangetype" in opts and not declare:
         raise SinkOptionError("option exchangeType only applies with declareExchange=true")
 
-    kw = parse_connection_options(opts, uri, SinkOptionError)
     super_stream = opts.get("superstream")
     if super_stream is not None:
         super_stream = super_stream.strip()
@@ -222,11 +228,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                                   "through the default exchange: remove the option exchange "
                                   "(and declareExchange)")
 
-    return SinkOptions(
-        uri=uri, exchange=exchange, routing_key=routing_key, mandatory=mandatory,
-        on_return=on_return, delivery_mode=delivery_mode, max_in_flight=max_in_flight,
-        max_message_bytes=max_message_bytes, confirm_timeout=timeout_ms / 1000.0, blocked_timeout=blocked_ms / 1000.0,
-        declare_exchange=declare, exchange_type=ex_type,
-        exchange_durable=durable, message_id=message_id, super_stream=super_stream,
-        connect_kwargs=tuple(sorted(kw.items())),
-    )
+    return SinkOptions(conn=conn, exchange=exchange, routing_key=routing_key,
+                       exchange_type=ex_type, super_stream=super_stream, **values)

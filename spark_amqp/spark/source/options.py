@@ -6,105 +6,11 @@ case-sensitive things (queue arguments) go in values (JSON). Validation happens 
 ``AmqpDataSource.schema()``/``streamReader()``, i.e. at ``load()``/``start()``, and every error
 is a ``ValueError`` that names the option, the value given and the allowed values.
 
-=========================  ===========================================  ========================
-option                     meaning                                      default
-=========================  ===========================================  ========================
-uri                        amqp:// or amqps:// URI (RabbitMQ URI spec)  amqp://guest:guest@
-                                                                        localhost:5672/%2F
-queue / queues             one queue, or comma-separated queues         (required)
-prefetch                   basic.qos prefetch-count per queue; 0 =      see "Default prefetch"
-                           unlimited. Above 65535 (the field is a       below
-                           short) the source opens several consumers
-                           on the queue's channel, each with a share.
-                           Caps the rows one trigger can take from the
-                           queue (unacked deliveries fill the window)
-maxMessagesPerTrigger      cap of rows per micro-batch (ReadMaxRows),   unset (ReadAllAvailable)
-                           split fairly across queues
-minMessagesPerTrigger      pacing (Kafka's minOffsetsPerTrigger): no    unset (no pacing)
-                           batch until this many messages are
-                           buffered, or maxTriggerDelay has passed
-                           since the last batch, or the batch is full
-                           (a cap or the prefetch windows); never
-                           with Trigger.AvailableNow. At most
-                           maxMessagesPerTrigger and the prefetch
-                           windows of all queues
-maxTriggerDelay            with minMessagesPerTrigger only: the         15m
-                           longest wait between batches when rows
-                           are there (Spark's duration syntax: 500ms,
-                           30s, 15m, 1h; a bare integer is ms)
-maxMessagesPerPartition    split per-queue batches into partitions of   50000
-                           at most this many messages
-maxBytesPerTrigger         cap of message bytes per micro-batch         16777216 (16 MiB)
-                           (ReadMaxBytes when maxMessagesPerTrigger is
-                           unset), split fairly across queues; never
-                           below one message per queue
-maxBytesPerPartition       split per-queue batches into partitions of   4194304 (4 MiB)
-                           at most this many bytes (at least one
-                           message each)
-maxBufferedBytes           the driver stops reading its socket (TCP     33554432 (32 MiB)
-                           back-pressure) while it holds more message
-                           bytes than this not yet planned into a batch
-maxMessageBytes            largest message body accepted: a larger one  the broker's
-                           fails the query naming the queue, the size   max_message_size:
-                           and this option (nothing acked; the message  advertised by the
-                           stays in the queue; on a quorum queue each   embedded broker,
-                           failed attempt counts toward its delivery    128 MiB for
-                           limit, docs/broker/rabbitmq-versions.md)     RabbitMQ 3.x, else
-                                                                        16 MiB (the 4.x
-                                                                        default)
-maxInlineBytesPerTrigger   bytes of a batch shipped inside its          524288 (512 KiB)
-                           partitions (Spark's tasks); the rest
-                           is served to the executors by the driver's
-                           source runner over a socket until the batch
-                           is committed. 0: always served; at least
-                           maxBytesPerTrigger: never (executors that
-                           cannot reach the driver host)
-includeHeaders             fill the ``headers`` column                  true
-declare                    queue.declare the queues (else a passive     false
-                           declare that fails with 404 if missing)
-durable                    durable flag for ``declare``                 true
-queueArguments             JSON object of queue arguments for declare   {}
-                           (e.g. {"x-queue-type": "quorum"})
-addresses                  host[:port],... of the cluster's nodes,      the uri's host(s)
-                           replacing the uri's hosts (also written in
-                           the uri: amqp://u:p@h1,h2:5673,h3/%2F)
-shuffleAddresses           try the addresses in a new random order      true
-                           per connection (false: in the order given)
-failoverTimeout            seconds of failed reconnects (each one       300
-                           trying every address, back-off 0.5 s
-                           doubling to 5 s, 30 s with one address)
-                           after a lost connection before the query
-                           fails with one error listing every address
-exchange                   subscribe to this exchange: the source       unset
-                           declares ``queue`` (one queue; durable;
-                           quorum unless queueArguments says
-                           otherwise) and binds it with every
-                           bindingKeys key (see "Exchange
-                           subscription" below)
-exchangeDeclare            with exchange: exchange.declare it           false (passive: it must
-                           (exchangeType, exchangeDurable) instead of   exist)
-                           checking that it exists
-exchangeType               with exchangeDeclare=true: direct |          topic
-                           fanout | topic | headers
-exchangeDurable            with exchangeDeclare=true: the exchange's    true
-                           durable flag
-bindingKeys                with exchange: comma-separated binding       one binding, key ""
-                           (routing) keys, one queue.bind each          (fanout, headers)
-bindingArguments           with exchange: JSON object of arguments of   {}
-                           every binding (a headers exchange's
-                           {"x-match": "all", "k": "v"})
-heartbeat                  heartbeat seconds asked of the broker        client default
-                           (a stalled node is found after 2 intervals)
-connectionTimeout          socket connect timeout, seconds              client default
-cacertfile, certfile,      TLS for amqps:// (passed to the client;      unset
-keyfile, verify,           rejected with an amqp:// uri, where they
-serverNameIndication       would be silently unused)
-failOnDataLoss             fail the query when a queue disappears       true
-                           (404 on reconnect) instead of retrying
-availableNowIdleTimeout    Trigger.AvailableNow: seconds to wait for    5
-                           the snapshotted messages (or a reconnect)
-                           before finishing
-=========================  ===========================================  ========================
+Every option is one entry of :data:`QUEUE_OPTIONS` (name, kind, default, bounds, doc), which
+gives the known options, their parsing and defaults, and the option tables of docs/source.md
+and docs/reading-patterns.md (``tests/spark/test_option_tables.py`` checks them); the
+connection options (``uri``, TLS, ...) are :mod:`..connection_options`'s, shared with the
+stream mode and the sink. Rules between options are in :func:`parse_source_options`.
 
 Exchange subscription. Publishers write to exchanges; with ``exchange`` the source owns a
 *subscription queue*: at every (re)connect it declares ``queue`` (``durable=true``, ``queue.
@@ -147,13 +53,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..connection_options import (CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options,
-                                 parse_uri_option)
-from ..option_values import (OptionErrors, parse_bool, parse_choice, parse_duration,
-                             parse_float, parse_int, parse_names)
+from ..connection_options import (CONNECTION, DEFAULT_URI, ConnectionFields,
+                                  ConnectionOptions, parse_connection)
+from ..option_values import OptionErrors
+from ..options_table import Option, OptionTable, unknown_options_error
 
 __all__ = ["SourceOptions", "parse_source_options", "parse_pacing", "default_prefetch",
-           "DEFAULT_URI",
+           "DEFAULT_URI", "QUEUE_OPTIONS", "KNOWN_OPTIONS", "PACING_OPTIONS",
            "MAX_PREFETCH_PER_CONSUMER"]
 
 #: basic.qos prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), so one consumer gets at most this.
@@ -174,64 +80,169 @@ DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_MESSAGE_BYTES = None
 #: below Spark's 1000 KiB "task of very large size" warning (see docs/source.md "Large messages")
 DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER = 512 * 1024
-
-#: Every option the source accepts (lower-cased) -> its spelling in the docs.
-KNOWN_OPTIONS = {**{
-    k.lower(): k for k in (
-        "queue", "queues", "prefetch", "maxMessagesPerTrigger", "maxMessagesPerPartition",
-        "maxBytesPerTrigger", "maxBytesPerPartition", "minMessagesPerTrigger", "maxTriggerDelay", "maxBufferedBytes",
-        "maxInlineBytesPerTrigger", "maxMessageBytes",
-        "includeHeaders", "declare", "durable", "queueArguments", "failOnDataLoss",
-        "exchange", "exchangeDeclare", "exchangeType", "exchangeDurable", "bindingKeys",
-        "bindingArguments",
-        "availableNowIdleTimeout",
-    )
-}, **CONNECTION_OPTIONS}
-#: Options the sink understands and the source ignores are not accepted here: the source fails on
-#: any option not in KNOWN_OPTIONS, so typos surface at load()/start().
+#: exchange.declare types (AMQP 0-9-1 §3.1.3: direct, fanout, topic, headers)
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 
 _ERRORS = OptionErrors(ValueError, subject="the amqp source")
+
+#: trigger pacing (:mod:`.pacing`), the same in both modes (:func:`parse_pacing`)
+PACING_OPTIONS = (
+    Option("minMessagesPerTrigger", "int", None,
+           "no batch until this many messages are available (queue mode: buffered by the "
+           "driver; stream mode: offsets between the last batch's end and the streams' "
+           "tails), unless `maxTriggerDelay` has passed or the batch is full. An integer >= 1, "
+           "at most `maxMessagesPerTrigger`; in queue mode also at most the prefetch windows "
+           "of all queues (`prefetch` x queues; the default `prefetch` grows to hold it)",
+           "unset (no pacing)", section="pacing", minimum=1),
+    Option("maxTriggerDelay", "duration", DEFAULT_MAX_TRIGGER_DELAY,
+           "only with `minMessagesPerTrigger`: the longest time between two batches when "
+           "messages are there. Spark's duration syntax, as the Kafka source: an integer and a "
+           "unit `us`, `ms`, `s`, `m`/`min`, `h`, `d` (`500ms`, `30s`, `15m`); a bare integer "
+           "is milliseconds", "`15m` (Kafka's)", section="pacing"),
+)
+
+_SUB = "subscription"
+#: Every option of the queue mode, in the order of the docs' tables (docs/source.md "Queue mode
+#: options": section main; docs/reading-patterns.md: pacing and subscription).
+_QUEUE_ENTRIES = (
+    CONNECTION["uri"],
+    Option("queue", "names", None, "one queue (exclusive with `queues`)",
+           "`queue` or `queues` required", noun="queue"),
+    Option("queues", "names", None, "comma-separated queues; each queue is consumed on its "
+           "own channel", "`queue` or `queues` required", noun="queue"),
+    Option("maxMessagesPerTrigger", "int", None, "cap of rows per micro-batch (`ReadMaxRows`), "
+           "split fairly across queues; `Trigger.AvailableNow` and `ReadAllAvailable` are "
+           "honoured", "unset: all buffered", minimum=1),
+    Option("prefetch", "int", None, "`basic.qos` prefetch-count per queue (per consumer); "
+           "above 65,535 several consumers share the queue's channel; `0`: unlimited. It caps "
+           "what one trigger can take from a queue; a value below the per-queue trigger share "
+           "is allowed (the previous batch is acked in the next `latestOffset`, which reopens "
+           "the window, so it never stalls)",
+           "2 × the per-queue trigger share (min 1,000) when that is ≤ 65,535; else 65,535 "
+           "when the share is ≤ 65,535 (one consumer per queue); else 2 × the share; 20,000 "
+           "without `maxMessagesPerTrigger` (or `minMessagesPerTrigger` per queue when larger)",
+           minimum=0),
+    Option("maxMessagesPerPartition", "int", DEFAULT_MAX_PER_PARTITION, "split a queue's batch "
+           "into partitions of at most this many messages", "50,000", minimum=1),
+    Option("maxBytesPerTrigger", "int", DEFAULT_MAX_BYTES_PER_TRIGGER, "cap of message bytes "
+           "per micro-batch (the default read limit, `ReadMaxBytes`, when "
+           "`maxMessagesPerTrigger` is unset; applied with every limit), split fairly across "
+           "queues; never below one message per queue, so a larger message goes alone. Counted "
+           "as the messages' frames (bodies + properties + framing, with 1/1024 of the limit "
+           "allowed for the framing); see [Large messages](#large-messages)",
+           "16 MiB (16777216)", minimum=1),
+    Option("maxBytesPerPartition", "int", DEFAULT_MAX_BYTES_PER_PARTITION, "split a queue's "
+           "batch into partitions of at most this many bytes (at least one message each)",
+           "4 MiB (4194304)", minimum=1),
+    Option("maxBufferedBytes", "int", DEFAULT_MAX_BUFFERED_BYTES, "the driver stops reading "
+           "its socket (TCP back-pressure; heartbeats go on) while it holds more bytes of "
+           "received, not yet planned messages than this", "32 MiB (33554432)", minimum=1),
+    Option("maxInlineBytesPerTrigger", "int", DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER, "bytes of "
+           "a batch shipped inside its partitions (so inside Spark's tasks); the rest is served "
+           "to the executors by the driver's source runner over a socket until the batch is "
+           "committed (see [Large messages](#large-messages)). `0`: always served; "
+           "`maxBytesPerTrigger` or more: never (when executors cannot reach the driver host)",
+           "512 KiB (524288)", minimum=0),
+    Option("maxMessageBytes", "int", DEFAULT_MAX_MESSAGE_BYTES, "largest message body the "
+           "source accepts: a larger one fails the query with a message naming the queue, the "
+           "size and this option; nothing is acked and the message stays in the queue. Raise "
+           "it with `spark.driver.memory`/`spark.executor.memory` (a big message goes alone in "
+           "its own batch)", "the broker's `max_message_size`: what the embedded broker "
+           "advertises, 128 MiB for RabbitMQ 3.x, else 16 MiB (RabbitMQ 4.x's default; see "
+           "[RabbitMQ 4.x](broker/rabbitmq-versions.md))", minimum=1),
+    Option("includeHeaders", "bool", True, "fill the `headers` column"),
+    Option("declare", "bool", False, "`queue.declare` the queues (else a passive declare that "
+           "fails with 404 if missing)"),
+    Option("durable", "bool", True, "durable flag for `declare`"),
+    Option("queueArguments", "custom", None, "JSON object of queue arguments for `declare`, "
+           'e.g. `{"x-queue-type": "quorum"}`', "`{}`"),
+    CONNECTION["heartbeat"], CONNECTION["connectionTimeout"], CONNECTION["cacertfile"],
+    CONNECTION["certfile"], CONNECTION["keyfile"], CONNECTION["verify"],
+    CONNECTION["serverNameIndication"],
+    Option("failOnDataLoss", "bool", True, "fail the query when a queue disappears (404 on "
+           "reconnect) instead of retrying"),
+    Option("availableNowIdleTimeout", "float", 5.0, "`Trigger.AvailableNow`: seconds to wait "
+           "for the messages counted at the start, or for a reconnect after a connection loss, "
+           "before finishing"),
+    *PACING_OPTIONS,
+    Option("exchange", "custom", None, "the exchange to subscribe to: at every (re)connect the "
+           "source declares `queue` (durable) and binds it once per binding key (both "
+           "idempotent). Needs exactly one `queue`; not with `queues` or `declare=false`",
+           section=_SUB),
+    Option("exchangeDeclare", "bool", False, "`true`: `exchange.declare` the exchange with "
+           "`exchangeType`/`exchangeDurable`; `false`: only check it exists (passive declare; "
+           "a missing exchange fails the query naming the option)", section=_SUB),
+    Option("exchangeType", "choice", "topic", "with `exchangeDeclare=true`: `direct` | "
+           "`fanout` | `topic` | `headers`", section=_SUB, choices=EXCHANGE_TYPES),
+    Option("exchangeDurable", "bool", True, "with `exchangeDeclare=true`: the exchange's "
+           "durable flag", section=_SUB),
+    Option("bindingKeys", "names", ("",), "comma-separated binding keys, one `queue.bind` each "
+           "(topic patterns `*`/`#` allowed; a key cannot contain a comma)",
+           'one binding with key `""` (what fanout and headers exchanges use)', section=_SUB,
+           noun="binding key"),
+    Option("bindingArguments", "custom", None, "JSON object, the arguments of every binding; a "
+           "headers exchange's `x-match` must be `all`, `any`, `all-with-x` or `any-with-x`",
+           "`{}`", section=_SUB),
+    CONNECTION["addresses"], CONNECTION["shuffleAddresses"], CONNECTION["failoverTimeout"],
+)
+
 #: stream-mode options a queue-mode read may be given by mistake (stream_options.STREAM_OPTIONS
 #: has them all; not imported: stream_options imports this module)
 _STREAM_ONLY = {k.lower(): k for k in ("streamFilter", "streamMatchUnfiltered")}
 
 
+def _stream_hint(keys: list[str]) -> str:
+    streamy = [_STREAM_ONLY[u] for u in keys if u in _STREAM_ONLY]
+    return (f" {', '.join(streamy)} {'is an option' if len(streamy) == 1 else 'are options'}"
+            " of the stream mode: read a stream with 'stream' or 'superStream'."
+            if streamy else "")
+
+
+#: the queue mode's option table
+QUEUE_OPTIONS = OptionTable(_QUEUE_ENTRIES, _ERRORS,
+                            unknown_options_error("the amqp source", _stream_hint))
+#: Every option the source accepts (lower-cased) -> its spelling in the docs. Options the sink
+#: understands and the source ignores are not accepted here: the source fails on any option
+#: not in KNOWN_OPTIONS, so typos surface at load()/start().
+KNOWN_OPTIONS = QUEUE_OPTIONS.known
+_D = QUEUE_OPTIONS.default
+
+
 @dataclass(frozen=True)
-class SourceOptions:
-    """Validated source options (see the module table). Picklable, immutable.
+class SourceOptions(ConnectionFields):
+    """Validated source options (see :data:`QUEUE_OPTIONS`). Picklable, immutable.
 
     ``prefetch`` is the per-queue prefetch (0 = unlimited); ``consumers_per_queue`` and
     ``prefetch_per_consumer`` say how it is realised with per-consumer ``basic.qos`` (a short).
+    ``uri``, ``connection`` and :meth:`client_kwargs` read :attr:`conn`.
     """
 
-    uri: str = DEFAULT_URI
+    #: uri and client keywords (:func:`.connection_options.parse_connection`)
+    conn: ConnectionOptions = ConnectionOptions()
     queues: tuple[str, ...] = ()
     prefetch: int = DEFAULT_PREFETCH
-    max_messages_per_trigger: int | None = None
+    max_messages_per_trigger: int | None = _D("maxMessagesPerTrigger")
     #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
-    min_messages_per_trigger: int | None = None
-    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
-    max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
-    max_bytes_per_trigger: int = DEFAULT_MAX_BYTES_PER_TRIGGER
-    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
-    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
-    max_inline_bytes_per_trigger: int = DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER
-    max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES
-    include_headers: bool = True
-    declare: bool = False
-    durable: bool = True
+    min_messages_per_trigger: int | None = _D("minMessagesPerTrigger")
+    max_trigger_delay: float = _D("maxTriggerDelay")
+    max_messages_per_partition: int = _D("maxMessagesPerPartition")
+    max_bytes_per_trigger: int = _D("maxBytesPerTrigger")
+    max_bytes_per_partition: int = _D("maxBytesPerPartition")
+    max_buffered_bytes: int = _D("maxBufferedBytes")
+    max_inline_bytes_per_trigger: int = _D("maxInlineBytesPerTrigger")
+    max_message_bytes: int | None = _D("maxMessageBytes")
+    include_headers: bool = _D("includeHeaders")
+    declare: bool = _D("declare")
+    durable: bool = _D("durable")
     queue_arguments: dict = field(default_factory=dict)
-    #: client keywords from the TLS, heartbeat and connectionTimeout options
-    #: (:func:`.connection_options.parse_connection_options`)
-    connection: dict = field(default_factory=dict)
-    fail_on_data_loss: bool = True
-    available_now_idle_timeout: float = 5.0
+    fail_on_data_loss: bool = _D("failOnDataLoss")
+    available_now_idle_timeout: float = _D("availableNowIdleTimeout")
     #: exchange subscription: None, or the exchange the source's one queue is bound to
     exchange: str | None = None
-    exchange_declare: bool = False
-    exchange_type: str = "topic"
-    exchange_durable: bool = True
-    binding_keys: tuple[str, ...] = ("",)
+    exchange_declare: bool = _D("exchangeDeclare")
+    exchange_type: str = _D("exchangeType")
+    exchange_durable: bool = _D("exchangeDurable")
+    binding_keys: tuple[str, ...] = _D("bindingKeys")
     binding_arguments: dict = field(default_factory=dict)
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``)
@@ -258,9 +269,6 @@ class SourceOptions:
             return 0
         return -(-self.prefetch // self.consumers_per_queue)
 
-    def client_kwargs(self) -> dict:
-        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
-        return dict(self.connection)
 
 
 def default_prefetch(share: int | None, min_share: int | None = None) -> int:
@@ -275,6 +283,16 @@ def default_prefetch(share: int | None, min_share: int | None = None) -> int:
     return MAX_PREFETCH_PER_CONSUMER
 
 
+#: the options parsed by their entry alone, by SourceOptions field
+_PLAIN = {"max_bytes_per_trigger": "maxBytesPerTrigger",
+          "max_bytes_per_partition": "maxBytesPerPartition",
+          "max_buffered_bytes": "maxBufferedBytes",
+          "max_inline_bytes_per_trigger": "maxInlineBytesPerTrigger",
+          "max_message_bytes": "maxMessageBytes", "include_headers": "includeHeaders",
+          "durable": "durable", "fail_on_data_loss": "failOnDataLoss",
+          "available_now_idle_timeout": "availableNowIdleTimeout"}
+
+
 def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option dict for the source and return :class:`SourceOptions`.
 
@@ -283,36 +301,24 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     missing or empty ``queue``/``queues``, both given, a non-amqp(s) ``uri``, a non-integer or
     out-of-range number, a non-boolean flag, or ``queueArguments`` that is not a JSON object.
     """
-    o = {str(k).lower(): v for k, v in opts.items()}
-    unknown = sorted(set(o) - set(KNOWN_OPTIONS))
-    if unknown:
-        streamy = [_STREAM_ONLY[u] for u in unknown if u in _STREAM_ONLY]
-        hint = (f" {', '.join(streamy)} {'is an option' if len(streamy) == 1 else 'are options'}"
-                " of the stream mode: read a stream with 'stream' or 'superStream'."
-                if streamy else "")
-        raise ValueError(
-            f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source; "
-            f"known options: {', '.join(sorted(KNOWN_OPTIONS.values()))}.{hint}")
-
-    uri = parse_uri_option(o, ValueError)
-    connection = parse_connection_options(o, uri, ValueError)
+    t = QUEUE_OPTIONS
+    o = t.lower_checked(opts)
+    conn = parse_connection(o, ValueError)
 
     if "queue" in o and "queues" in o:
         raise ValueError("Options 'queue' and 'queues' of the amqp source are exclusive: "
                          "give one queue in 'queue' or a comma-separated list in 'queues'.")
-    queues = parse_names(o, "queues" if "queues" in o else "queue", _ERRORS, noun="queue")
+    queues = t.parse(o, "queues" if "queues" in o else "queue")
     if queues is None:
         raise ValueError("The amqp source needs option 'queue' (one queue name) or 'queues' "
                          "(comma-separated queue names).")
 
-    max_trigger = parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1, default=None)
-    max_part = parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
-                         default=DEFAULT_MAX_PER_PARTITION)
+    max_trigger = t.parse(o, "maxMessagesPerTrigger")
+    max_part = t.parse(o, "maxMessagesPerPartition")
     share = None if max_trigger is None else -(-max_trigger // len(queues))
     min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
     min_share = None if min_trigger is None else -(-min_trigger // len(queues))
-    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=0,
-                         default=default_prefetch(share, min_share))
+    prefetch = t.parse(o, "prefetch", default=default_prefetch(share, min_share))
     if min_trigger is not None and prefetch and min_trigger > prefetch * len(queues):
         raise ValueError(
             f"Option 'minMessagesPerTrigger' of the amqp source ({min_trigger}) is more than "
@@ -323,35 +329,20 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
 
     queue_arguments = _json_object(o, "queueArguments", '{"x-queue-type": "quorum"}')
     sub = _parse_subscription(o, queues, queue_arguments)
+    plain = {attr: t.parse(o, name) for attr, name in _PLAIN.items()}
 
     return SourceOptions(
-        uri=uri,
+        conn=conn,
         queues=queues,
         prefetch=prefetch,
         max_messages_per_trigger=max_trigger,
         min_messages_per_trigger=min_trigger,
         max_trigger_delay=max_delay,
         max_messages_per_partition=max_part,
-        max_bytes_per_trigger=parse_int(o, "maxBytesPerTrigger", _ERRORS, minimum=1,
-                                        default=DEFAULT_MAX_BYTES_PER_TRIGGER),
-        max_bytes_per_partition=parse_int(o, "maxBytesPerPartition", _ERRORS, minimum=1,
-                                          default=DEFAULT_MAX_BYTES_PER_PARTITION),
-        max_buffered_bytes=parse_int(o, "maxBufferedBytes", _ERRORS, minimum=1,
-                                     default=DEFAULT_MAX_BUFFERED_BYTES),
-        max_inline_bytes_per_trigger=parse_int(o, "maxInlineBytesPerTrigger", _ERRORS,
-                                               minimum=0,
-                                               default=DEFAULT_MAX_INLINE_BYTES_PER_TRIGGER),
-        max_message_bytes=parse_int(o, "maxMessageBytes", _ERRORS, minimum=1,
-                                    default=DEFAULT_MAX_MESSAGE_BYTES),
-        include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
-        declare=parse_bool(o, "declare", _ERRORS, default=False) or "exchange" in sub,
-        durable=parse_bool(o, "durable", _ERRORS, default=True),
+        declare=t.parse(o, "declare") or "exchange" in sub,
         queue_arguments=sub.pop("queue_arguments", queue_arguments),
         **sub,
-        connection=connection,
-        fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
-        available_now_idle_timeout=parse_float(o, "availableNowIdleTimeout", _ERRORS,
-                                               default=5.0),
+        **plain,
     )
 
 
@@ -369,8 +360,6 @@ def _json_object(o: Mapping[str, str], key: str, example: str) -> dict:
     return value
 
 
-#: exchange.declare types (AMQP 0-9-1 §3.1.3: direct, fanout, topic, headers)
-EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 _SUBSCRIPTION_ONLY = ("exchangeDeclare", "exchangeType", "exchangeDurable", "bindingKeys",
                       "bindingArguments")
 
@@ -384,6 +373,7 @@ def _parse_subscription(o: Mapping[str, str], queues: tuple[str, ...],
     ``exchangeDurable`` without ``exchangeDeclare=true`` (they would be unused), a type not in
     :data:`EXCHANGE_TYPES`, empty binding keys, a non-object ``bindingArguments``, or an
     ``x-match`` other than all/any/all-with-x/any-with-x (RabbitMQ docs/exchanges.md)."""
+    t = QUEUE_OPTIONS
     if "exchange" not in o:
         given = [k for k in _SUBSCRIPTION_ONLY if k.lower() in o]
         if given:
@@ -399,17 +389,17 @@ def _parse_subscription(o: Mapping[str, str], queues: tuple[str, ...],
         raise ValueError("Option 'exchange' of the amqp source needs exactly one subscription "
                          "queue, named in option 'queue' (a stable name: the queue keeps what is "
                          "published while the query is stopped), not 'queues'.")
-    if not parse_bool(o, "declare", _ERRORS, default=True):
+    if not t.parse(o, "declare", default=True):
         raise ValueError("Option 'exchange' of the amqp source declares and binds the queue: "
                          "it cannot be combined with declare=false.")
-    declare = parse_bool(o, "exchangeDeclare", _ERRORS, default=False)
+    declare = t.parse(o, "exchangeDeclare")
     if not declare:
         unused = [k for k in ("exchangeType", "exchangeDurable") if k.lower() in o]
         if unused:
             raise ValueError(f"Option(s) {', '.join(unused)} of the amqp source only apply with "
                              "exchangeDeclare=true (without it the exchange must exist and is "
                              "only checked).")
-    keys = parse_names(o, "bindingKeys", _ERRORS, noun="binding key", default=("",))
+    keys = t.parse(o, "bindingKeys")
     args = _json_object(o, "bindingArguments", '{"x-match": "all", "format": "pdf"}')
     match = args.get("x-match")
     if match is not None and match not in ("all", "any", "all-with-x", "any-with-x"):
@@ -420,25 +410,26 @@ def _parse_subscription(o: Mapping[str, str], queues: tuple[str, ...],
     qargs.setdefault("x-queue-type", "quorum")
     return {
         "exchange": exchange, "exchange_declare": declare,
-        "exchange_type": parse_choice(o, "exchangeType", _ERRORS, EXCHANGE_TYPES,
-                                      default="topic"),
-        "exchange_durable": parse_bool(o, "exchangeDurable", _ERRORS, default=True),
+        "exchange_type": t.parse(o, "exchangeType"),
+        "exchange_durable": t.parse(o, "exchangeDurable"),
         "binding_keys": keys, "binding_arguments": args, "queue_arguments": qargs,
     }
 
 
 def parse_pacing(o: Mapping[str, str], errors: OptionErrors,
                  max_trigger: int | None) -> tuple[int | None, float]:
-    """``minMessagesPerTrigger`` and ``maxTriggerDelay`` (seconds) of either mode.
+    """``minMessagesPerTrigger`` and ``maxTriggerDelay`` (seconds) of either mode
+    (:data:`PACING_OPTIONS`).
 
-    ``o``: the lower-cased options; ``max_trigger``: the parsed ``maxMessagesPerTrigger``.
-    Raises ``ValueError`` naming the option for a non-integer or < 1 minimum, a bad duration,
-    a minimum above ``maxMessagesPerTrigger`` (no batch could reach it), or ``maxTriggerDelay``
-    without ``minMessagesPerTrigger`` (Kafka ignores it there; here it would be silently
-    unused).
+    ``o``: the lower-cased options; ``errors``: the mode's wording; ``max_trigger``: the parsed
+    ``maxMessagesPerTrigger``. Raises ``ValueError`` naming the option for a non-integer or < 1
+    minimum, a bad duration, a minimum above ``maxMessagesPerTrigger`` (no batch could reach
+    it), or ``maxTriggerDelay`` without ``minMessagesPerTrigger`` (Kafka ignores it there; here
+    it would be silently unused).
     """
-    min_trigger = parse_int(o, "minMessagesPerTrigger", errors, minimum=1, default=None)
-    max_delay = parse_duration(o, "maxTriggerDelay", errors, default=DEFAULT_MAX_TRIGGER_DELAY)
+    minimum, delay = PACING_OPTIONS
+    min_trigger = minimum.parse(o, errors, minimum.default)
+    max_delay = delay.parse(o, errors, delay.default)
     if min_trigger is None and "maxtriggerdelay" in o:
         raise ValueError(f"Option 'maxTriggerDelay' of {errors.subject} only applies with "
                          "'minMessagesPerTrigger' (the delay bounds the wait for that "

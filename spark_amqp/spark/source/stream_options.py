@@ -6,91 +6,28 @@ follow Spark's Kafka source (``spark-sql-kafka``). Keys arrive lower-cased from 
 (``CaseInsensitiveDict``); every error is a ``ValueError`` naming the option, the value given
 and what is allowed, raised at ``load()``.
 
-=========================  ===========================================  ========================
-option                     meaning                                      default
-=========================  ===========================================  ========================
-stream                     one stream queue, or comma-separated ones    (this or superStream)
-superStream                a super stream NAME: its partitions          (this or stream)
-                           NAME-0, NAME-1, ... (found on the broker)
-                           become the source's streams
-startingOffsets            ``earliest`` | ``latest`` | JSON             streaming: latest;
-                           ``{"stream": offset}`` (-2 earliest,         batch: earliest
-                           -1 latest); a new query only (a restarted
-                           query resumes from its checkpoint)
-startingTimestamp          ms since the epoch: start at the first       unset
-                           chunk whose timestamp is at or after it
-                           (RabbitMQ's granularity: a chunk, and one
-                           second); exclusive with startingOffsets
-startingOffsetsByTimestamp JSON ``{"stream": ms}`` for every stream:     unset
-                           start each at the first chunk at or after
-                           its time; exclusive with startingOffsets
-                           and startingTimestamp
-startingOffsetsByTimestampStrategy                                      error
-                           no chunk at or after the time: ``error``
-                           fails the query (naming the stream) or
-                           ``latest`` starts at the tail. For
-                           startingTimestamp only when given (it
-                           started at the tail before, and still does)
-endingOffsets              batch reads only: ``latest`` | JSON          latest
-endingTimestamp            batch reads only: ms; each stream ends       unset
-                           before its first chunk at or after it
-                           (exclusive; no such chunk: the tail)
-endingOffsetsByTimestamp   batch reads only: JSON ``{"stream": ms}``    unset
-                           for every stream, as endingTimestamp
-failOnDataLoss             offsets the query still needs were removed   true
-                           by retention: fail (naming the stream, the
-                           wanted and the first retained offset);
-                           false: skip them with a warning
-maxMessagesPerTrigger      cap of offsets per micro-batch, split        unset
-                           fairly across streams (ReadMaxRows)
-minMessagesPerTrigger      pacing (Kafka's minOffsetsPerTrigger): no    unset (no pacing)
-                           batch until the tails are this many
-                           offsets ahead, or maxTriggerDelay has
-                           passed since the last batch, or
-                           maxMessagesPerTrigger is reached; never
-                           with Trigger.AvailableNow
-maxTriggerDelay            with minMessagesPerTrigger only: the         15m
-                           longest wait between batches when offsets
-                           are there (500ms, 30s, 15m, 1h; bare
-                           integer: ms)
-minPartitions              at least this many input partitions per      unset
-                           batch (long ranges are split)
-maxMessagesPerPartition    at most this many offsets per input          50000
-                           partition (as the queue mode: a trigger
-                           of 100,000 on one stream is read by two
-                           executors side by side)
-streamFilter               stream filtering (RabbitMQ 3.13+): only the   unset (every row)
-                           rows whose ``x-stream-filter-value`` header
-                           is one of these values (comma-separated, or
-                           a JSON list of strings); the broker skips
-                           the chunks that cannot match, the source
-                           filters each row exactly (so rows are the
-                           same on brokers without filtering)
-streamMatchUnfiltered      with streamFilter: also the rows without a   false
-                           filter value
-prefetch                   basic.qos of each executor's consumer        2000
-                           (credit; RabbitMQ sends whole chunks)
-includeHeaders             fill the ``headers`` column                  true
-readTimeout                seconds an executor waits for the next       60
-                           delivery of its range before failing
-uri, TLS, heartbeat,       as the queue mode (:mod:`.connection_options`)
-connectionTimeout
-=========================  ===========================================  ========================
+Every option is one entry of :data:`STREAM_TABLE` (name, kind, default, bounds, doc), which
+gives the known options, their parsing and defaults, and the option tables of docs/source.md
+"Stream mode options" and docs/reading-patterns.md (``tests/spark/test_option_tables.py``
+checks them); the connection options are :mod:`..connection_options`'s and the pacing options
+the queue mode's (:data:`.options.PACING_OPTIONS`). Rules between options are in
+:func:`parse_stream_options`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..connection_options import CONNECTION_OPTIONS, DEFAULT_URI, parse_connection_options, \
-    parse_uri_option
-from ..option_values import OptionErrors, parse_bool, parse_choice, parse_float, parse_int, \
-    parse_names
+from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
+                                  parse_connection)
+from ..option_values import OptionErrors
+from ..options_table import Option, OptionTable, unknown_options_error
+from .options import PACING_OPTIONS, parse_pacing
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
-           "STREAM_OPTIONS"]
+           "STREAM_OPTIONS", "STREAM_TABLE"]
 
 #: JSON offsets meaning "the first retained offset" / "the tail" (as Kafka's -2 / -1)
 EARLIEST = -2
@@ -99,16 +36,95 @@ DEFAULT_PREFETCH = 2000
 DEFAULT_MAX_PER_PARTITION = 50_000
 DEFAULT_READ_TIMEOUT = 60.0
 
-STREAM_OPTIONS = {**{k.lower(): k for k in (
-    "stream", "superStream", "startingOffsets", "startingTimestamp", "endingOffsets",
-    "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "endingTimestamp",
-    "endingOffsetsByTimestamp",
-    "failOnDataLoss", "maxMessagesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay",
-    "minPartitions", "maxMessagesPerPartition",
-    "prefetch", "includeHeaders", "readTimeout", "streamFilter", "streamMatchUnfiltered",
-)}, **CONNECTION_OPTIONS}
+_TS, _FILTER = "timestamps", "filter"
+#: Every option of the stream mode, in the order of the docs' tables (docs/source.md "Stream
+#: mode options": section main; docs/reading-patterns.md: timestamps and filter; the pacing
+#: options are the queue mode's entries, documented once).
+_STREAM_ENTRIES = (
+    Option("stream", "names", None, "one stream or comma-separated streams",
+           "this or `superStream`", noun="stream"),
+    Option("superStream", "custom", None, "a super stream's name: its partitions `NAME-0, "
+           "NAME-1, ...` (found with passive declares) become the streams. Partitions named by "
+           "explicit binding keys cannot be listed over AMQP 0-9-1: give them in `stream`",
+           "this or `stream`"),
+    Option("startingOffsets", "custom", None, '`earliest` | `latest` | JSON `{"stream": '
+           "offset}` (-2 earliest, -1 latest; every stream named). A new query only: a "
+           "restarted query resumes from its checkpoint. `latest` is refused for batch reads",
+           "streaming `latest`, batch `earliest`"),
+    Option("startingTimestamp", "int", None, "ms since the epoch: start at the first chunk "
+           "RabbitMQ picks for that time (AMQP timestamps are whole seconds, and RabbitMQ "
+           "positions by chunk, so a few earlier messages of the same chunk may come too); "
+           "exclusive with `startingOffsets`. Tested through Spark: two chunks published more "
+           "than a second apart, `startingTimestamp` between them: a streaming query and a "
+           "batch read return the later chunk only", note="milliseconds since the epoch"),
+    Option("endingOffsets", "custom", None, "batch reads only: `latest` | JSON "
+           "(`earliest`/-2 refused); never past the tail", "`latest`"),
+    Option("failOnDataLoss", "bool", True, "offsets the query still needs were removed by "
+           "retention: fail, naming the stream, the wanted and the first retained offset; "
+           "`false`: skip them with a warning and a count in the executor log. Gaps in offsets "
+           "(filtered or non-AMQP entries) are not loss"),
+    Option("maxMessagesPerTrigger", "int", None, "cap of offsets per micro-batch "
+           "(`ReadMaxRows`), split fairly across streams", "unset (all up to the tails)",
+           minimum=1),
+    Option("maxMessagesPerPartition", "int", DEFAULT_MAX_PER_PARTITION, "split a stream's "
+           "range into input partitions of at most this many offsets (as in the queue mode: a "
+           "batch of 100,000 from one stream is read by two executors side by side)", "50,000",
+           minimum=1),
+    Option("minPartitions", "int", None, "at least this many input partitions per batch (long "
+           "ranges halved); a split never loses or repeats a message", minimum=1),
+    Option("prefetch", "int", DEFAULT_PREFETCH, "`basic.qos` of each executor's consumer (the "
+           "credit; RabbitMQ sends whole chunks while credit remains), 1..65535", "2,000",
+           minimum=1, maximum=65535, note="basic.qos prefetch-count"),
+    Option("includeHeaders", "bool", True, "fill the `headers` column (it includes "
+           "`x-stream-offset`)"),
+    Option("readTimeout", "float", DEFAULT_READ_TIMEOUT, "seconds an executor waits for the "
+           "next delivery of its range before failing the task", "60"),
+    CONNECTION["uri"], CONNECTION["heartbeat"], CONNECTION["connectionTimeout"],
+    CONNECTION["cacertfile"], CONNECTION["certfile"], CONNECTION["keyfile"],
+    CONNECTION["verify"], CONNECTION["serverNameIndication"],
+    Option("startingOffsetsByTimestamp", "custom", None, 'JSON `{"stream": ms}` naming every '
+           "stream of the source (a super stream's partitions `NAME-0`, ...): each stream "
+           "starts at its first chunk at or after its time. Exclusive with `startingOffsets` "
+           "and `startingTimestamp`; a new query only (a restarted one resumes from its "
+           "checkpoint)", section=_TS),
+    Option("startingOffsetsByTimestampStrategy", "choice", None, "a stream has no chunk at or "
+           "after its time (its last message is older, or it is empty): `error` fails the "
+           "query naming the stream, `latest` starts it at its tail. With `startingTimestamp` "
+           "only when given: without it `startingTimestamp` starts at the tail, as it did "
+           "before this option existed", "`error`", section=_TS, choices=("error", "latest")),
+    Option("endingTimestamp", "int", None, "batch reads only: every stream ends before its "
+           "first chunk at or after this time (exclusive); no such chunk: the stream's tail",
+           section=_TS, note="milliseconds since the epoch"),
+    Option("endingOffsetsByTimestamp", "custom", None, 'batch reads only: JSON `{"stream": '
+           "ms}` naming every stream, as `endingTimestamp` per stream. Exclusive with "
+           "`endingOffsets` and `endingTimestamp`", section=_TS),
+    Option("streamFilter", "custom", None, "only the rows whose `x-stream-filter-value` header "
+           "is one of these values: comma-separated (`emea,apac`, each stripped) or a JSON list "
+           'of strings (`["a,b", "c"]`, for values with commas). Each value non-empty and given '
+           "once", "unset (every row)", section=_FILTER),
+    Option("streamMatchUnfiltered", "bool", False, "with `streamFilter`: also the rows without "
+           "a filter value (no header, an empty one, or one that is not a string)",
+           section=_FILTER),
+    *PACING_OPTIONS,
+    CONNECTION["addresses"], CONNECTION["shuffleAddresses"], CONNECTION["failoverTimeout"],
+)
 
 _ERRORS = OptionErrors(ValueError, subject="the amqp source (stream mode)")
+_QUEUE_MODE = ("queue", "queues", "declare", "durable", "queuearguments",
+               "availablenowidletimeout")
+
+
+def _queue_hint(keys: list[str]) -> str:
+    return (" Options of the queue mode (queue, queues, declare, ...) cannot be combined "
+            "with 'stream'/'superStream'." if any(u in _QUEUE_MODE for u in keys) else "")
+
+
+#: the stream mode's option table
+STREAM_TABLE = OptionTable(_STREAM_ENTRIES, _ERRORS, unknown_options_error(
+    "the amqp source in stream mode", _queue_hint))
+#: every option of the stream mode (lower-cased) -> its spelling in the docs
+STREAM_OPTIONS = STREAM_TABLE.known
+_D = STREAM_TABLE.default
 
 
 def is_stream_mode(opts: Mapping[str, str]) -> bool:
@@ -211,15 +227,17 @@ def check_spec_streams(key: str, spec: dict, streams,
 
 
 @dataclass(frozen=True)
-class StreamOptions:
-    """Validated stream-mode options (see the module table). Picklable, immutable.
+class StreamOptions(ConnectionFields):
+    """Validated stream-mode options (see :data:`STREAM_TABLE`). Picklable, immutable.
 
     ``streams``: the stream names (empty with ``super_stream``, whose partitions the driver
     finds on the broker). ``starting``/``ending``: None, ``"earliest"``, ``"latest"`` or
-    ``{stream: int}``. ``starting_timestamp_ms``: int or None.
+    ``{stream: int}``. ``starting_timestamp_ms``: int or None. ``uri``, ``connection`` and
+    :meth:`client_kwargs` read :attr:`conn`.
     """
 
-    uri: str = DEFAULT_URI
+    #: uri and client keywords (:func:`.connection_options.parse_connection`)
+    conn: ConnectionOptions = ConnectionOptions()
     streams: tuple[str, ...] = ()
     super_stream: str | None = None
     starting: Any = None
@@ -232,27 +250,31 @@ class StreamOptions:
     starting_timestamp_strategy: str | None = None
     ending_timestamp_ms: int | None = None
     ending_by_timestamp: dict | None = None
-    fail_on_data_loss: bool = True
-    max_messages_per_trigger: int | None = None
+    fail_on_data_loss: bool = _D("failOnDataLoss")
+    max_messages_per_trigger: int | None = _D("maxMessagesPerTrigger")
     #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
-    min_messages_per_trigger: int | None = None
-    max_trigger_delay: float = 15 * 60.0
-    min_partitions: int | None = None
-    max_messages_per_partition: int = DEFAULT_MAX_PER_PARTITION
-    prefetch: int = DEFAULT_PREFETCH
-    include_headers: bool = True
-    read_timeout: float = DEFAULT_READ_TIMEOUT
+    min_messages_per_trigger: int | None = _D("minMessagesPerTrigger")
+    max_trigger_delay: float = _D("maxTriggerDelay")
+    min_partitions: int | None = _D("minPartitions")
+    max_messages_per_partition: int = _D("maxMessagesPerPartition")
+    prefetch: int = _D("prefetch")
+    include_headers: bool = _D("includeHeaders")
+    read_timeout: float = _D("readTimeout")
     #: streamFilter values (None: no filter) and streamMatchUnfiltered
     stream_filter: tuple[str, ...] | None = None
-    stream_match_unfiltered: bool = False
-    connection: dict = field(default_factory=dict)
+    stream_match_unfiltered: bool = _D("streamMatchUnfiltered")
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``/``reader``)
     columns: tuple | None = None
 
-    def client_kwargs(self) -> dict:
-        """Keyword arguments for ``spark_amqp.client.connect`` besides the URI."""
-        return dict(self.connection)
+
+def _at_most_one(*given: tuple[str, Any]) -> None:
+    """Raise ``ValueError`` naming the options when more than one of the ``(option, parsed
+    value)`` pairs is given (a value that is not None): they are exclusive."""
+    names = [k for k, v in given if v is not None]
+    if len(names) > 1:
+        raise ValueError(f"Options {' and '.join(repr(k) for k in names)} of the amqp "
+                         "source are exclusive: give one of them.")
 
 
 def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
@@ -265,18 +287,9 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     non-boolean flag, a ``prefetch`` outside 1..65535 (RabbitMQ refuses stream consumers
     without a prefetch).
     """
-    o = {str(k).lower(): v for k, v in opts.items()}
-    unknown = sorted(set(o) - set(STREAM_OPTIONS))
-    if unknown:
-        queue_mode = [u for u in unknown if u in ("queue", "queues", "declare", "durable",
-                                                 "queuearguments", "availablenowidletimeout")]
-        hint = (" Options of the queue mode (queue, queues, declare, ...) cannot be combined "
-                "with 'stream'/'superStream'." if queue_mode else "")
-        raise ValueError(
-            f"Unknown option(s) {', '.join(repr(u) for u in unknown)} for the amqp source in "
-            f"stream mode; known options: {', '.join(sorted(STREAM_OPTIONS.values()))}.{hint}")
-    uri = parse_uri_option(o, ValueError)
-    connection = parse_connection_options(o, uri, ValueError)
+    t = STREAM_TABLE
+    o = t.lower_checked(opts)
+    conn = parse_connection(o, ValueError)
 
     if "stream" in o and "superstream" in o:
         raise ValueError("Options 'stream' and 'superStream' of the amqp source are exclusive: "
@@ -285,7 +298,7 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     streams: tuple[str, ...] = ()
     super_stream = None
     if "stream" in o:
-        streams = parse_names(o, "stream", _ERRORS, noun="stream")
+        streams = t.parse(o, "stream")
         if streams is None:   # a None value: from a Python caller only (Spark gives strings)
             raise _ERRORS.invalid("stream", None,
                                   "one or more non-empty stream names separated by commas")
@@ -298,52 +311,39 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
     known = streams if streams else None
     starting = parse_offsets_spec("startingOffsets", o.get("startingoffsets"), known)
     ending = parse_offsets_spec("endingOffsets", o.get("endingoffsets"), known)
-    ts = parse_int(o, "startingTimestamp", _ERRORS, minimum=0,
-                   note="milliseconds since the epoch")
+    ts = t.parse(o, "startingTimestamp")
     by_ts = parse_timestamps_spec("startingOffsetsByTimestamp", o.get("startingoffsetsbytimestamp"),
                                   known)
-    starts = [k for k, v in (("startingOffsets", starting), ("startingTimestamp", ts),
-                             ("startingOffsetsByTimestamp", by_ts)) if v is not None]
-    if len(starts) > 1:
-        raise ValueError(f"Options {' and '.join(repr(k) for k in starts)} of the amqp "
-                         "source are exclusive: give one of them.")
-    strategy = parse_choice(o, "startingOffsetsByTimestampStrategy", _ERRORS,
-                            ("error", "latest"))
+    _at_most_one(("startingOffsets", starting), ("startingTimestamp", ts),
+                 ("startingOffsetsByTimestamp", by_ts))
+    strategy = t.parse(o, "startingOffsetsByTimestampStrategy")
     if strategy is not None and ts is None and by_ts is None:
         raise ValueError("Option 'startingOffsetsByTimestampStrategy' of the amqp source only "
                          "applies with 'startingOffsetsByTimestamp' or 'startingTimestamp'.")
-    end_ts = parse_int(o, "endingTimestamp", _ERRORS, minimum=0,
-                       note="milliseconds since the epoch")
+    end_ts = t.parse(o, "endingTimestamp")
     end_by_ts = parse_timestamps_spec("endingOffsetsByTimestamp",
                                       o.get("endingoffsetsbytimestamp"), known)
-    ends = [k for k, v in (("endingOffsets", ending), ("endingTimestamp", end_ts),
-                           ("endingOffsetsByTimestamp", end_by_ts)) if v is not None]
-    if len(ends) > 1:
-        raise ValueError(f"Options {' and '.join(repr(k) for k in ends)} of the amqp "
-                         "source are exclusive: give one of them.")
-    prefetch = parse_int(o, "prefetch", _ERRORS, minimum=1, maximum=65535,
-                         default=DEFAULT_PREFETCH, note="basic.qos prefetch-count")
-    read_timeout = parse_float(o, "readTimeout", _ERRORS, default=DEFAULT_READ_TIMEOUT)
-    max_trigger = parse_int(o, "maxMessagesPerTrigger", _ERRORS, minimum=1)
-    from .options import parse_pacing
-
+    _at_most_one(("endingOffsets", ending), ("endingTimestamp", end_ts),
+                 ("endingOffsetsByTimestamp", end_by_ts))
+    prefetch = t.parse(o, "prefetch")
+    read_timeout = t.parse(o, "readTimeout")
+    max_trigger = t.parse(o, "maxMessagesPerTrigger")
     min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
     stream_filter = parse_stream_filter(o.get("streamfilter"))
-    match_unfiltered = parse_bool(o, "streamMatchUnfiltered", _ERRORS, default=False)
+    match_unfiltered = t.parse(o, "streamMatchUnfiltered")
     if "streammatchunfiltered" in o and stream_filter is None:
         raise ValueError("Option 'streamMatchUnfiltered' of the amqp source only applies with "
                          "'streamFilter' (without a filter every row is read).")
     return StreamOptions(
-        uri=uri, streams=streams, super_stream=super_stream, starting=starting,
+        conn=conn, streams=streams, super_stream=super_stream, starting=starting,
         starting_timestamp_ms=ts, ending=ending, starting_by_timestamp=by_ts,
         starting_timestamp_strategy=strategy, ending_timestamp_ms=end_ts,
         ending_by_timestamp=end_by_ts,
-        fail_on_data_loss=parse_bool(o, "failOnDataLoss", _ERRORS, default=True),
+        fail_on_data_loss=t.parse(o, "failOnDataLoss"),
         max_messages_per_trigger=max_trigger, min_messages_per_trigger=min_trigger,
         max_trigger_delay=max_delay,
-        min_partitions=parse_int(o, "minPartitions", _ERRORS, minimum=1),
-        max_messages_per_partition=parse_int(o, "maxMessagesPerPartition", _ERRORS, minimum=1,
-                                             default=DEFAULT_MAX_PER_PARTITION),
-        prefetch=prefetch, include_headers=parse_bool(o, "includeHeaders", _ERRORS, default=True),
+        min_partitions=t.parse(o, "minPartitions"),
+        max_messages_per_partition=t.parse(o, "maxMessagesPerPartition"),
+        prefetch=prefetch, include_headers=t.parse(o, "includeHeaders"),
         read_timeout=read_timeout, stream_filter=stream_filter,
-        stream_match_unfiltered=match_unfiltered, connection=connection)
+        stream_match_unfiltered=match_unfiltered)
