@@ -75,7 +75,7 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
     from spark_amqp.spark.source.options import parse_source_options
-    from spark_amqp.spark.source.reader import AmqpStreamReader
+    from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
 
     c = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = c.channel()
@@ -92,7 +92,7 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
         return out
 
     with FaultProxy(broker.url) as proxy:
-        r = AmqpStreamReader(parse_source_options({"uri": proxy.url, "queue": "srcq", "heartbeat": "5",
+        r = AmqpQueueStreamReader(parse_source_options({"uri": proxy.url, "queue": "srcq", "heartbeat": "5",
                                             "maxMessagesPerTrigger": "100"}))
         limit = ReadMaxRows(100)
         s = r.initialOffset()

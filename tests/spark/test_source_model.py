@@ -1,4 +1,4 @@
-"""Model test of the stream reader: a Spark-like driver loop over AmqpStreamReader with a raw-mode fake consumer (runs mixed with
+"""Model test of the stream reader: a Spark-like driver loop over AmqpQueueStreamReader with a raw-mode fake consumer (runs mixed with
 single deliveries, several consumers sharing one channel's tags), random connection losses and
 process crashes. Invariants: an acked message is in a committed batch; nothing is lost; a
 message is read twice only as a redelivery."""
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.reader import AmqpStreamReader
-from spark_amqp.spark.source.offsets import SourceOffset
+from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
+from spark_amqp.spark.source.queues.offsets import SourceOffset
 from source_rawfake import RawBroker
 
 QS = ["a", "b"]
@@ -33,7 +33,7 @@ class Sim:
 
     def new_reader(self):
         o = parse_source_options(self.opts)
-        self.r = AmqpStreamReader(o, consumer_factory=self.broker.factory)
+        self.r = AmqpQueueStreamReader(o, consumer_factory=self.broker.factory)
         self.initial = self.r.initialOffset()
 
     def start_of(self, n):

@@ -17,9 +17,10 @@ from spark_amqp.protocol import BasicProperties
 from spark_amqp.spark import schema as S
 from spark_amqp.spark.source.arrow import pack_deliveries, render_header_value, to_record_batches
 from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.reader import AmqpInputPartition, AmqpStreamReader
-from spark_amqp.spark.source.buffer import QueueBuffer, fair_split
-from spark_amqp.spark.source.offsets import SourceOffset
+from spark_amqp.spark.source.queues.reader import QueueInputPartition, AmqpQueueStreamReader
+from spark_amqp.spark.source.fair_split import fair_split
+from spark_amqp.spark.source.queues.buffer import QueueBuffer
+from spark_amqp.spark.source.queues.offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from source_fakes import FakeBroker, FakeDelivery
@@ -215,7 +216,7 @@ def test_pack_and_record_batches_exact_schema_and_values():
         FakeDelivery(bytearray(b"two"), 2, "ex", "rk.2", True, _props()),
     ]
     packed = pack_deliveries("orders", 40, ds, include_headers=True)
-    part = pickle.loads(pickle.dumps(AmqpInputPartition("sess", packed)))
+    part = pickle.loads(pickle.dumps(QueueInputPartition("sess", packed)))
     [batch] = list(to_record_batches(part.data))
     assert batch.schema.equals(S.arrow_schema())
     rows = batch.to_pylist()
@@ -268,7 +269,7 @@ def test_render_header_value():
 
 def _reader(broker, **opts):
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpStreamReader(options, consumer_factory=broker.factory)
+    return AmqpQueueStreamReader(options, consumer_factory=broker.factory)
 
 
 def _rows(reader, start, end):
@@ -527,7 +528,7 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
     import time
 
-    from spark_amqp.spark.source import reader as src
+    from spark_amqp.spark.source.queues import reader as src
 
     broker, r, late, s = _snapshot_of_10_with_6_in_flight()
     t0 = time.monotonic()
@@ -606,7 +607,7 @@ def _items_from(spec_list):
 
 def _message_bytes(items):
     from spark_amqp.protocol import RawDeliveries
-    from spark_amqp.spark.source.buffer import item_bytes
+    from spark_amqp.spark.source.queues.buffer import item_bytes
 
     out = []
     for it in items:
@@ -670,7 +671,7 @@ def _byte_reader(broker, **opts):
         return c
 
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpStreamReader(options, consumer_factory=factory), calls
+    return AmqpQueueStreamReader(options, consumer_factory=factory), calls
 
 
 def test_byte_limit_options_defaults_and_default_read_limit():
@@ -679,9 +680,9 @@ def test_byte_limit_options_defaults_and_default_read_limit():
     o = parse_source_options({"queue": "q"})
     assert (o.max_bytes_per_trigger, o.max_bytes_per_partition, o.max_buffered_bytes) == (
         16 << 20, 4 << 20, 32 << 20)
-    r = AmqpStreamReader(o)
+    r = AmqpQueueStreamReader(o)
     assert r.getDefaultReadLimit() == ReadMaxBytes(16 << 20)
-    r2 = AmqpStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
+    r2 = AmqpQueueStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
     assert r2.getDefaultReadLimit() == ReadMaxRows(10)
     for opt in ("maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes"):
         with pytest.raises(ValueError, match=opt):
@@ -693,7 +694,7 @@ def test_byte_limit_options_defaults_and_default_read_limit():
 def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
     from pyspark.sql.streaming.datasource import ReadMaxBytes
 
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [100, 100, 100, 5000, 100, 100]
@@ -724,7 +725,7 @@ def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
 
 
 def test_byte_limit_split_across_queues_and_with_read_max_rows():
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a", "b"])
     for i in range(50):
@@ -753,7 +754,7 @@ def test_byte_limit_split_across_queues_and_with_read_max_rows():
 
 
 def test_max_bytes_per_partition_splits_partitions():
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [1000] * 7 + [10000] + [1000] * 2
@@ -779,7 +780,7 @@ def test_unplanned_bytes_feed_the_read_limit():
     e = r.latestOffset(s, ReadMaxRows(2))
     extra = calls[0][2]
     # 8 drained, 2 planned (one per queue): the rest is unplanned
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
     assert extra() == 3 * (1000 + DECODED_OVERHEAD) + 3 * (500 + DECODED_OVERHEAD)
     r.latestOffset(e, ReadMaxRows(100))
     assert extra() == 0
@@ -803,7 +804,7 @@ def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
 def test_big_batch_partitions_are_served_by_reference_until_commit():
     # beyond maxInlineBytesPerTrigger (512 KiB) a batch's partitions carry a reference, not the frames: the
     # runner serves them until the batch is committed; a retried task fetches them again
-    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.queues.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     bodies = [bytes([i]) * (200 * 1024) for i in range(8)]   # 1.6 MB: above the inline 512 KiB
@@ -834,7 +835,7 @@ def test_big_batch_partitions_are_served_by_reference_until_commit():
 def test_served_partition_fetch_failures_are_clear_errors():
     import dataclasses
 
-    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.queues.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     for i in range(4):
@@ -843,7 +844,7 @@ def test_served_partition_fetch_failures_are_clear_errors():
     s = r.initialOffset()
     e = r.latestOffset(s, ReadAllAvailable())
     ref = [p for p in r.partitions(s, e) if isinstance(p.data, FramesRef)][0]
-    forged = AmqpInputPartition(ref.session, dataclasses.replace(ref.data, token=b"x" * 16))
+    forged = QueueInputPartition(ref.session, dataclasses.replace(ref.data, token=b"x" * 16))
     with pytest.raises(PartitionFetchError, match="bad token"):
         list(r.read(forged))
     r.stop()   # the runner is gone: connection refused, naming the queue and the address
@@ -859,7 +860,7 @@ def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expecte
     # embedded broker configured with 32 MiB, which it advertises); the option overrides it.
     from spark_amqp import EmbeddedBroker
     from spark_amqp.broker.config import BrokerConfig
-    from spark_amqp.spark.source.consumer import DriverConsumer
+    from spark_amqp.spark.source.queues.consumer import DriverConsumer
 
     with EmbeddedBroker(config=BrokerConfig(max_message_size=32 * 1024 * 1024)) as b:
         q = unique("limit")
@@ -880,15 +881,15 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(mon
     """Issue 27: after a loss, reconnects go on for failoverTimeout seconds; then the query
     fails with BrokerUnreachable carrying the last error (which lists every address); nothing
     of the lost session is acked, and a reader restarted from the checkpoint gets it back."""
-    from spark_amqp.spark.source import reader as reader_mod
-    from spark_amqp.spark.source.reader import BrokerUnreachable
+    from spark_amqp.spark.source.queues import reader as reader_mod
+    from spark_amqp.spark.source.queues.reader import BrokerUnreachable
 
     broker = FakeBroker(["a"])
     for i in range(3):
         broker.publish("a", b"%d" % i)
     opts = parse_source_options({"queue": "a", "failoverTimeout": "10",
                                  "uri": "amqp://g:g@h1:1,h2:2/%2F"})
-    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)
     clock = [1000.0]
     monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
     s = r.initialOffset()
@@ -907,17 +908,17 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(mon
     assert "failoverTimeout 10 s" in str(ei.value) and "h2:2: refused" in str(ei.value)
     assert broker.acked["a"] == [] and broker.consumers[0].acks == []
     broker.fail_open = None                                      # the cluster is back
-    r2 = AmqpStreamReader(opts, consumer_factory=broker.factory)  # restarted query
+    r2 = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)  # restarted query
     e2 = r2.latestOffset(e1, ReadAllAvailable())
     assert [x["body"] for x in _rows(r2, e1, e2)] == [b"0", b"1", b"2"]
 
 
 def test_a_reconnect_that_works_resets_the_bound(monkeypatch):
-    from spark_amqp.spark.source import reader as reader_mod
+    from spark_amqp.spark.source.queues import reader as reader_mod
 
     broker = FakeBroker(["a"])
     opts = parse_source_options({"queue": "a", "failoverTimeout": "5"})
-    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)
     clock = [0.0]
     monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
     s = r.initialOffset()
@@ -940,8 +941,8 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     broker = FakeBroker(["a"])
     for i in range(3):
         broker.publish("a", b"%d" % i)
-    r = AmqpStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
-                         consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
+                              consumer_factory=broker.factory)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()

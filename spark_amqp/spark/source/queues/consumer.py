@@ -1,13 +1,15 @@
-"""The driver's consumer: one connection, one channel per queue, manual acks (broker I/O).
+"""The driver's consumer of the queue mode: one connection, one channel per queue, manual acks
+(broker I/O).
 
-Used only by the stream reader in Spark's long-lived source runner process on the driver
-(never in ``__init__``, never on executors). Per queue: a channel, ``basic.qos(prefetch,
-global=False)`` (per consumer, RabbitMQ docs/consumer-prefetch.md), then ``basic.consume(no_ack=
-False)`` without a callback so the client buffers deliveries in the channel, in raw mode
-(runs of undecoded frames, ``spark_amqp.protocol.raw_deliveries``: the driver never decodes a
-message, the executors do); the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window above 65535 is realised
-by several consumers on the same channel (their deliveries still share the channel's tag
-sequence, so a ``multiple=True`` ack stays exact).
+Used only by the queue mode's reader (:class:`.reader.AmqpQueueStreamReader`) in Spark's
+long-lived source runner process on the driver (never in ``__init__``, never on executors).
+Per queue: a channel, ``basic.qos(prefetch, global=False)`` (per consumer, RabbitMQ
+docs/consumer-prefetch.md), then ``basic.consume(no_ack=False)`` without a callback so the
+client buffers deliveries in the channel, in raw mode (runs of undecoded frames,
+``spark_amqp.protocol.raw_deliveries``: the driver never decodes a message, the executors do);
+the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window
+above 65535 is realised by several consumers on the same channel (their deliveries still share
+the channel's tag sequence, so a ``multiple=True`` ack stays exact).
 
 The reader only uses the small interface below, so unit tests substitute a fake.
 """
@@ -17,17 +19,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .options import SourceOptions
+from ..options import SourceOptions
+from ..timeouts import RPC_TIMEOUT
 
 __all__ = ["DriverConsumer", "QueueMissing", "QueueUnavailable", "ConsumerCancelled"]
 
-log = logging.getLogger("spark_amqp.spark.source.reader")
-
-#: seconds a synchronous method (queue.declare, basic.qos, basic.consume, ...) may wait for its
-#: reply before the connection is dropped (``ConnectionLost``) and the reader reconnects with
-#: backoff. Heartbeats only detect a dead peer; a live broker that never answers (or answers
-#: only after requeueing a crashed consumer's deliveries) would otherwise stall the query.
-RPC_TIMEOUT = 60.0
+log = logging.getLogger(__name__)
 
 
 class QueueMissing(RuntimeError):

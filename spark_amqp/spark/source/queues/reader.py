@@ -1,4 +1,4 @@
-"""The ``amqp`` stream reader: driver-side consumption, acks tied to Spark's commit log.
+"""Queue mode of the ``amqp`` source: driver-side consumption, acks tied to Spark's commit log.
 
 Where things run (lessons §1.3): one reader instance lives in Spark's long-lived Python source
 runner on the driver and receives ``initialOffset``/``latestOffset``/``partitions``/``commit``/
@@ -21,7 +21,7 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   ``commit(end)`` acks up to ``end`` again as an idempotent backstop.
 * ``partitions(start, end)`` slices the messages' frames, undecoded as received by the
   driver's raw-mode channels (:mod:`.frames`), into picklable
-  :class:`AmqpInputPartition`s (at most ``maxMessagesPerPartition`` and
+  :class:`QueueInputPartition`s (at most ``maxMessagesPerPartition`` and
   ``maxBytesPerPartition``, but at least one message, each). The first
   ``maxInlineBytesPerTrigger`` (512 KiB) of a batch travel inside the partitions; the rest stay in the
   runner, which serves them to the executors over a socket until the batch is committed
@@ -30,7 +30,7 @@ runner on the driver and receives ``initialOffset``/``latestOffset``/``partition
   (restart replay or reconnect) yields no partitions: its deliveries were never acked, so the
   broker redelivers them (redelivered=true) into later batches.
 * ``read`` fetches the frames when the partition holds a reference, decodes them column-wise
-  and converts (:mod:`.frames`, :mod:`.arrow`), yielding Arrow batches with the exact
+  and converts (:mod:`.frames`, :mod:`..arrow`), yielding Arrow batches with the exact
   schema.
 
 Guarantee: at-least-once. A crash between a batch's sink commit and the next ``latestOffset``
@@ -47,31 +47,21 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from .arrow import to_record_batches
-from .options import SourceOptions
-from .buffer import Session, fair_split
+from ..arrow import to_record_batches
+from ..compat import ReadMaxBytes, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow
+from ..options import SourceOptions
+from ..fair_split import fair_split
+from .buffer import Session
 from .frames import FramesPart, frames_chunks, frames_part, unpack
 from .partition_server import FramesRef, PartitionServer, fetch
 from .offsets import SourceOffset
-from .pacing import TriggerPacer
+from ..pacing import TriggerPacer
 
-try:  # PySpark >= 4.2 (admission control, Trigger.AvailableNow)
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxBytes,
-                                                  ReadMaxRows, SupportsTriggerAvailableNow)
-except ImportError:  # pragma: no cover - PySpark 4.0/4.1
-    ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMaxBytes = None  # type: ignore[assignment,misc]
-try:  # PySpark >= 4.2 as well; looked up separately so a build without it keeps the rest
-    from pyspark.sql.streaming.datasource import ReadMinRows
-except ImportError:  # pragma: no cover
-    ReadMinRows = None  # type: ignore[assignment,misc]
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Placeholder so the class hierarchy is the same on PySpark < 4.2."""
-
-__all__ = ["AmqpStreamReader", "AmqpInputPartition", "MessageTooLarge", "BrokerUnreachable",
+__all__ = ["AmqpQueueStreamReader", "QueueInputPartition", "MessageTooLarge", "BrokerUnreachable",
            "DEFAULT_FAILOVER_TIMEOUT"]
 
-log = logging.getLogger("spark_amqp.spark.source.reader")
+log = logging.getLogger(__name__)
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5
@@ -114,7 +104,7 @@ def _with_framing(max_bytes: int) -> int:
 
 
 @dataclass
-class AmqpInputPartition(InputPartition):
+class QueueInputPartition(InputPartition):
     """One task's worth of messages of one queue: offsets ``data.start .. data.start+data.n-1``
     of ``session``. ``data`` carries the messages' frames (:class:`.frames.FramesPart`:
     pickling it ships them) or where to fetch them from the driver's source runner
@@ -158,8 +148,10 @@ def _is_connection_error(e: BaseException) -> bool:
     return isinstance(e, (OSError, AMQPError, EOFError))
 
 
-class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Stream reader of ``spark.readStream.format("amqp")`` (see module doc for semantics).
+class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("amqp").option("queue", ...)``: the queue mode's stream
+    reader (see the module doc for the semantics; the stream mode's is
+    :class:`..streams.reader.AmqpStreamOffsetReader`).
 
     ``options``: validated :class:`SourceOptions`. ``consumer_factory``: builds the driver
     consumer from the options (default :class:`.consumer.DriverConsumer`); tests pass a
@@ -594,7 +586,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _paced_ready(self, want: dict[str, int], max_rows: int | None,
                      min_rows: int | None) -> bool:
         """Pacing (``minMessagesPerTrigger``/``maxTriggerDelay`` or a ``ReadMinRows`` from
-        Spark, :mod:`.pacing`): may the batch ``want`` be planned now? Always True without a
+        Spark, :mod:`..pacing`): may the batch ``want`` be planned now? Always True without a
         minimum. The batch counts as full (it goes) when a cap cut it (``_byte_capped``, the
         row cap), when the driver holds ``maxBufferedBytes`` (the socket is not read), or when
         every queue's prefetch window is full (nothing more can arrive before an ack)."""
@@ -698,7 +690,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning ----------------------------------------------------------------------------
 
     def partitions(self, start: dict, end: dict) -> list:
-        """Slice the deliveries planned in ``(start, end]`` into :class:`AmqpInputPartition`s.
+        """Slice the deliveries planned in ``(start, end]`` into :class:`QueueInputPartition`s.
 
         A range of an earlier session yields ``[]`` (logged): those deliveries were never acked
         and the broker redelivers them. A queue's range with more than
@@ -715,7 +707,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             "(restart or reconnect); its messages are redelivered by the broker "
                             "into later batches", s_off.to_json(), e_off.to_json())
             return []
-        parts: list[AmqpInputPartition] = []
+        parts: list[QueueInputPartition] = []
         step = self.options.max_messages_per_partition
         max_bytes = _with_framing(self.options.max_bytes_per_partition)
         inline_room = self.options.max_inline_bytes_per_trigger
@@ -739,7 +731,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     data: Any = frames_part(q, lo, pieces)
                 else:
                     data = server.hold(s.id, q, lo, hi - lo, frames_chunks(pieces))
-                parts.append(AmqpInputPartition(s.id, data))
+                parts.append(QueueInputPartition(s.id, data))
                 lo = hi
         return parts
 
@@ -765,7 +757,7 @@ class AmqpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._server.release(committed.session, committed.as_map(),
                                  self._session.id if self._session else None)
 
-    def read(self, partition: AmqpInputPartition) -> Iterator:
+    def read(self, partition: QueueInputPartition) -> Iterator:
         """Executor side: yield the partition's rows as Arrow record batches. No broker I/O;
         a partition holding a :class:`.partition_server.FramesRef` is first fetched from the
         driver's source runner (``PartitionFetchError`` when that fails: the batch fails,
