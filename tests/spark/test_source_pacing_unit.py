@@ -92,8 +92,7 @@ def test_queue_mode_minimum_fits_the_prefetch_windows():
 
 def _queue_reader(broker, clock, **opts):
     o = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    r = AmqpQueueStreamReader(o, consumer_factory=broker.factory)
-    r._pacer._clock = clock
+    r = AmqpQueueStreamReader(o, consumer_factory=broker.factory, clock=clock)
     return r
 
 
@@ -159,12 +158,12 @@ def test_queue_reader_available_now_never_waits_for_the_minimum():
 
 def test_queue_reader_honours_read_min_rows_from_spark():
     broker, c = FakeBroker(["a"]), Clock()
-    r = AmqpQueueStreamReader(parse_source_options({"queue": "a"}), consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a"}), consumer_factory=broker.factory,
+                              clock=c)
     for i in range(3):
         broker.publish("a", b"a")
     s = r.initialOffset()
     assert r.latestOffset(s, ReadMinRows(5)) == s
-    r._pacer._clock = c
     broker.publish("a", b"a")
     broker.publish("a", b"a")
     assert _rows(r.latestOffset(s, ReadMinRows(5))) == 5

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import pickle
+import time
 from decimal import Decimal
 
 import pytest
@@ -23,7 +24,7 @@ from spark_amqp.spark.source.queues.buffer import QueueBuffer
 from spark_amqp.spark.source.queues.offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from source_fakes import FakeBroker, FakeDelivery
+from source_fakes import FakeBroker, FakeClock, FakeDelivery
 
 
 # ------------------------------------------------------------------------------ schema
@@ -267,9 +268,9 @@ def test_render_header_value():
 
 # ------------------------------------------------------------------------------ reader
 
-def _reader(broker, **opts):
+def _reader(broker, clock=time.monotonic, **opts):
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpQueueStreamReader(options, consumer_factory=broker.factory)
+    return AmqpQueueStreamReader(options, consumer_factory=broker.factory, clock=clock)
 
 
 def _rows(reader, start, end):
@@ -288,7 +289,7 @@ def test_reader_init_does_no_io_and_pickles_small():
     r.initialOffset()
     assert broker.consumers == []
     r2 = pickle.loads(pickle.dumps(r))
-    assert r2.options == r.options and r2._consumer is None
+    assert r2.options == r.options and r2.supervisor.consumer is None
 
 
 def test_ack_only_after_the_next_latest_offset_and_commit_backstop():
@@ -368,10 +369,10 @@ def test_restart_replay_range_of_earlier_session_is_empty_then_redelivered():
 
 
 def test_connection_loss_new_session_never_acks_old_tags():
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     for i in range(3):
         broker.publish("a", b"%d" % i)
-    r = _reader(broker)
+    r = _reader(broker, clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     assert len(_rows(r, s, e1)) == 3
@@ -379,7 +380,9 @@ def test_connection_loss_new_session_never_acks_old_tags():
     c1.kill()                                  # lost after batch 1 ran, before its ack
     broker.publish("a", b"3")
     assert r.latestOffset(e1, ReadAllAvailable()) == e1   # loss detected, no data this trigger
-    r._next_attempt = 0                        # skip the backoff
+    assert r.latestOffset(e1, ReadAllAvailable()) == e1   # still in the back-off (0.5 s)
+    assert len(broker.consumers) == 1
+    clock.advance(0.5)                         # the back-off has passed
     e2 = r.latestOffset(e1, ReadAllAvailable())
     assert len(broker.consumers) == 2 and c1.acks == []
     rows = _rows(r, e1, e2)
@@ -479,7 +482,7 @@ def test_available_now_gives_up_reconnecting_after_the_idle_timeout():
     t0 = time.monotonic()
     assert r.latestOffset(e1, ReadMaxRows(3)) == e1   # no batch: Spark ends the run
     assert 0.25 <= time.monotonic() - t0 <= 3.0
-    assert not any(r._targets.values())
+    assert r.available_now.done
     assert broker.acked["a"] == []                    # batch 1's ack never reached the broker
     assert sorted(b for b, _, _ in broker.ready["a"]) == [b"%d" % i for i in range(6)]
 
@@ -498,15 +501,15 @@ def test_no_start_signature_reconnect_does_not_report_a_new_offset():
     """PySpark 4.0/4.1 calls latestOffset() without start: after a loss (in backoff, or
     reconnected with nothing new) it returns the last offset it gave, not the new session's
     zero offset (which Spark would take for a new, empty batch)."""
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     broker.publish("a", b"0")
-    r = _reader(broker)
+    r = _reader(broker, clock)
     r.initialOffset()
     e1 = r.latestOffset()
     r.commit(e1)
     broker.consumers[0].kill()
     assert r.latestOffset() == e1                # loss detected, in backoff
-    r._next_attempt = 0
+    clock.advance(0.5)
     assert r.latestOffset() == e1                # reconnected, nothing new
 
 
@@ -877,11 +880,10 @@ def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expecte
             c.close()
 
 
-def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(monkeypatch):
+def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error():
     """Issue 27: after a loss, reconnects go on for failoverTimeout seconds; then the query
     fails with BrokerUnreachable carrying the last error (which lists every address); nothing
     of the lost session is acked, and a reader restarted from the checkpoint gets it back."""
-    from spark_amqp.spark.source.queues import reader as reader_mod
     from spark_amqp.spark.source.queues.reader import BrokerUnreachable
 
     broker = FakeBroker(["a"])
@@ -889,20 +891,19 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(mon
         broker.publish("a", b"%d" % i)
     opts = parse_source_options({"queue": "a", "failoverTimeout": "10",
                                  "uri": "amqp://g:g@h1:1,h2:2/%2F"})
-    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)
-    clock = [1000.0]
-    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    clock = FakeClock(1000.0)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()
     broker.fail_open = ConnectionRefusedError("h1:1: refused; h2:2: refused")
     assert r.latestOffset(e1, ReadAllAvailable()) == e1          # loss seen at t=1000
     for t in (1001.0, 1003.0, 1006.0):
-        clock[0] = t
+        clock.t = t
         assert r.latestOffset(e1, ReadAllAvailable()) == e1      # retried, logged, not raised
-    assert r._backoff <= 5.0                                     # several addresses: 5 s cap
-    clock[0] = 1010.5
-    r._next_attempt = 0
+    assert len(broker.consumers) == 5                            # the first, 4 attempts
+    assert r.supervisor.backoff <= 5.0                           # several addresses: 5 s cap
+    clock.t = 1010.5                                             # past the back-off (1010.0)
     with pytest.raises(BrokerUnreachable) as ei:
         r.latestOffset(e1, ReadAllAvailable())
     assert "failoverTimeout 10 s" in str(ei.value) and "h2:2: refused" in str(ei.value)
@@ -913,24 +914,20 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(mon
     assert [x["body"] for x in _rows(r2, e1, e2)] == [b"0", b"1", b"2"]
 
 
-def test_a_reconnect_that_works_resets_the_bound(monkeypatch):
-    from spark_amqp.spark.source.queues import reader as reader_mod
-
+def test_a_reconnect_that_works_resets_the_bound():
     broker = FakeBroker(["a"])
     opts = parse_source_options({"queue": "a", "failoverTimeout": "5"})
-    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)
-    clock = [0.0]
-    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    clock = FakeClock(0.0)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     r.latestOffset(s, ReadAllAvailable())
     for t in (3.0, 6.0, 9.0, 12.0, 15.0):      # a loss every 3 s, each reconnect works
         broker.consumers[-1].kill()
         r.latestOffset(s, ReadAllAvailable())  # the loss
-        assert r._failing_since == t - 3.0
-        clock[0] = t
-        r._next_attempt = 0
+        assert r.supervisor.failing_since == t - 3.0
+        clock.t = t                            # past the back-off
         assert r.latestOffset(s, ReadAllAvailable()) == s  # reconnected: no error
-        assert r._failing_since is None and r._consumer.is_open
+        assert r.supervisor.failing_since is None and broker.consumers[-1].is_open
     assert len(broker.consumers) == 6
 
 
@@ -938,11 +935,11 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     """Issue 27: the first loss with several broker addresses reconnects at once (another
     node is likely up) and the same latestOffset returns the redelivered batch; a second loss
     in a row backs off."""
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     for i in range(3):
         broker.publish("a", b"%d" % i)
     r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
-                              consumer_factory=broker.factory)
+                              consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()
@@ -952,4 +949,4 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     broker.consumers[1].kill()
     broker.fail_open = ConnectionRefusedError("refused")
     assert r.latestOffset(e2, ReadAllAvailable()) == e2  # reconnect failed: back-off now
-    assert r._next_attempt > 0 and len(broker.consumers) == 3
+    assert r.supervisor.next_attempt > clock() and len(broker.consumers) == 3
