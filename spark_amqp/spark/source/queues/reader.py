@@ -121,8 +121,8 @@ class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     the driver's back-off, deadlines, waits, pacing and lag cache (tests pass a fake one; an
     unpickled reader gets ``time.monotonic``). Nothing connects here.
 
-    After the first trigger: :attr:`supervisor` (the :class:`.supervisor.ConnectionSupervisor`:
-    the consumer and the reconnect timing) and :attr:`available_now` (the
+    Readable state: :attr:`supervisor` (the :class:`.supervisor.ConnectionSupervisor`: the
+    consumer and the reconnect timing) and :attr:`available_now` (the
     :class:`.budget.AvailableNowBudget`, None unless Trigger.AvailableNow).
     """
 
