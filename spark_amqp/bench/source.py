@@ -103,8 +103,8 @@ def client_alone(url: str, queue: str, n: int, prefetch: int, ack_every: int) ->
     ``multiple`` once per ``ack_every`` messages as the source acks once per micro-batch.
     What the broker delivers to that consumer setup: the source's upper bound there."""
     from ..spark.source.options import parse_source_options
-    from ..spark.source.buffer import QueueBuffer
-    from ..spark.source.consumer import DriverConsumer
+    from ..spark.source.queues.buffer import QueueBuffer
+    from ..spark.source.queues.consumer import DriverConsumer
 
     consumer = DriverConsumer(parse_source_options(
         {"uri": url, "queue": queue, "prefetch": str(prefetch)}))
@@ -222,14 +222,14 @@ def driver_bytes(url: str, streams: list, args) -> tuple[int, int]:
     ``prepareForTriggerAvailableNow``, then ``latestOffset`` + ``partitions`` per trigger
     until the end stops moving, as Spark calls them), and the number of triggers with data."""
     from ..spark.source.stream_options import parse_stream_options
-    from ..spark.source.stream_reader import AmqpStreamSourceReader
+    from ..spark.source.streams.reader import AmqpStreamOffsetReader
 
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     opts = {"uri": url, "stream": ",".join(streams), "startingOffsets": "earliest"}
     if args.max_per_trigger:
         opts["maxMessagesPerTrigger"] = str(args.max_per_trigger)
-    r = AmqpStreamSourceReader(parse_stream_options(opts))
+    r = AmqpStreamOffsetReader(parse_stream_options(opts))
     limit = ReadMaxRows(args.max_per_trigger) if args.max_per_trigger else ReadAllAvailable()
     start = r.initialOffset()
     r.prepareForTriggerAvailableNow()

@@ -4,7 +4,7 @@
 [--body-size 262144] [--rounds 2]``
 
 Before issue 19's served partitions (``maxInlineBytesPerTrigger``,
-``spark/source/partition_server.py``)
+``spark/source/queues/partition_server.py``)
 the ``amqp`` source in queue mode shipped each micro-batch's messages inside its
 ``InputPartition``s (the driver owns the consuming channel and acks after the commit, so the
 data must come from the driver). The driver JVM holds the partitions and serialises each
@@ -19,7 +19,7 @@ into ``noop`` (``local[2]``):
   baseline: Spark's own cost for such batches);
 - **served by the runner**: each partition carries a reference and ``read`` fetches the
   bytes from the source runner's
-  :class:`spark_amqp.spark.source.partition_server.PartitionServer`, as
+  :class:`spark_amqp.spark.source.queues.partition_server.PartitionServer`, as
   the amqp source does beyond ``maxInlineBytesPerTrigger`` (the route issue 19 added);
 - **in partitions, half as many**: the same batch in ``--partitions // 2`` partitions.
 
@@ -45,7 +45,7 @@ def _source_class():
     class Part(InputPartition):
         n: int
         size: int
-        data: object  # bytes, or a spark.source.partition_server.FramesRef
+        data: object  # bytes, or a spark.source.queues.partition_server.FramesRef
 
     class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, o):
@@ -71,7 +71,7 @@ def _source_class():
             data = b"x" * (self.n * self.size) if self.carry != "0" else b""
             if self.carry != "serve":
                 return [Part(self.n, self.size, data) for _ in range(self.parts)]
-            from spark_amqp.spark.source.partition_server import PartitionServer
+            from spark_amqp.spark.source.queues.partition_server import PartitionServer
 
             if self.server is None:
                 self.server = PartitionServer()
@@ -83,7 +83,7 @@ def _source_class():
             import pyarrow as pa
 
             if not isinstance(p.data, bytes):
-                from spark_amqp.spark.source.partition_server import fetch
+                from spark_amqp.spark.source.queues.partition_server import fetch
 
                 p.data = fetch(p.data)
             if p.data:

@@ -2,10 +2,11 @@
 
 Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
 
-* Reading queues: :class:`spark_amqp.spark.source.reader.AmqpStreamReader` (streaming only; see its
-  module for the ack/offset semantics and :mod:`spark_amqp.spark.source.options` for the options).
+* Reading queues: :class:`spark_amqp.spark.source.queues.reader.AmqpQueueStreamReader`
+  (streaming only; see its module for the ack/offset semantics and
+  :mod:`spark_amqp.spark.source.options` for the options).
 * Reading stream queues (option ``stream``/``superStream``):
-  :mod:`spark_amqp.spark.source.stream_reader`
+  :mod:`spark_amqp.spark.source.streams.reader`
   (streaming and batch; options in :mod:`spark_amqp.spark.source.stream_options`).
 * Writing: ``writer``/``streamWriter`` return the sink's classes from
   :mod:`spark_amqp.spark.sink.writer` (imported lazily).
@@ -68,17 +69,17 @@ class AmqpDataSource(DataSource):
 
         columns = _schema.check_user_schema(schema)
         if is_stream_mode(self.options):
-            from .source.stream_reader import AmqpStreamSourceReader
+            from .source.streams.reader import AmqpStreamOffsetReader
 
-            return AmqpStreamSourceReader(replace(parse_stream_options(dict(self.options)),
+            return AmqpStreamOffsetReader(replace(parse_stream_options(dict(self.options)),
                                                   columns=columns))
-        from .source.reader import AmqpStreamReader
+        from .source.queues.reader import AmqpQueueStreamReader
 
-        return AmqpStreamReader(replace(parse_source_options(dict(self.options)),
-                                        columns=columns))
+        return AmqpQueueStreamReader(replace(parse_source_options(dict(self.options)),
+                                             columns=columns))
 
     def reader(self, schema):
-        """Batch reader: stream mode only (:class:`.source.stream_reader.AmqpStreamBatchReader`).
+        """Batch reader: stream mode only (:class:`.source.streams.reader.AmqpStreamBatchReader`).
 
         Raises ``ValueError`` for the queue mode: a classic or quorum queue is not a
         replayable table (reading it consumes it)."""
@@ -92,7 +93,7 @@ class AmqpDataSource(DataSource):
                 "it. Use spark.readStream.format('amqp') with trigger(availableNow=True) to "
                 "drain a queue once, or declare a stream (x-queue-type=stream) and read it "
                 "with option 'stream' (startingOffsets/endingOffsets).")
-        from .source.stream_reader import AmqpStreamBatchReader
+        from .source.streams.reader import AmqpStreamBatchReader
 
         return AmqpStreamBatchReader(replace(parse_stream_options(dict(self.options)),
                                              columns=columns))

@@ -75,7 +75,7 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
     from spark_amqp.spark.source.options import parse_source_options
-    from spark_amqp.spark.source.reader import AmqpStreamReader
+    from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
 
     c = pika.BlockingConnection(pika.URLParameters(broker.url))
     ch = c.channel()
@@ -92,8 +92,14 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
         return out
 
     with FaultProxy(broker.url) as proxy:
-        r = AmqpStreamReader(parse_source_options({"uri": proxy.url, "queue": "srcq", "heartbeat": "5",
-                                            "maxMessagesPerTrigger": "100"}))
+        skip = [0.0]   # seconds the reader's clock runs ahead: skips the reconnect back-off
+
+        def clock():
+            return time.monotonic() + skip[0]
+
+        r = AmqpQueueStreamReader(parse_source_options({"uri": proxy.url, "queue": "srcq", "heartbeat": "5",
+                                                        "maxMessagesPerTrigger": "100"}),
+                                  clock=clock)
         limit = ReadMaxRows(100)
         s = r.initialOffset()
         e1 = r.latestOffset(s, limit)
@@ -106,7 +112,7 @@ def test_source_cut_mid_batch_loses_nothing_and_acks_nothing_stale(broker):
         wait_for(lambda: _queue_state(broker, "srcq") == (200, 0), what="the broker to requeue")
         e = e2
         for _ in range(200):                        # triggers until the queue is drained
-            r._next_attempt = 0                     # skip the reconnect backoff
+            skip[0] += 30.0                         # skip the reconnect backoff (<= 30 s)
             r.commit(e2)                            # the stale batch's backstop ack: must be a no-op
             nxt = r.latestOffset(e, limit)
             if nxt != e:

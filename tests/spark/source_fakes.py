@@ -1,4 +1,6 @@
-"""A fake driver consumer for unit tests of the stream reader (no broker, no Spark)."""
+"""A fake driver consumer for unit tests of the queue-mode reader (no broker, no Spark): it
+implements the whole ``spark_amqp.spark.source.queues.consumer.QueueConsumer`` protocol; and a
+fake clock for the reader's ``clock`` parameter."""
 
 from __future__ import annotations
 
@@ -38,7 +40,22 @@ class FakeBroker:
         return c
 
 
+class FakeClock:
+    """Monotonic seconds that move only when told (``advance``)."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
 class FakeConsumer:
+    """A ``QueueConsumer`` over a :class:`FakeBroker`."""
+
     def __init__(self, broker: FakeBroker, options):
         self.broker = broker
         self.options = options
@@ -50,6 +67,8 @@ class FakeConsumer:
         self.closed_politely = False
         #: the next basic.ack raises (the broker closed the queue's channel under it)
         self.fail_next_ack = False
+        self.error = None      # why the connection ended (the fake never says)
+        self.read_limit = None  # (max_bytes, extra) from set_read_limit
 
     def open(self):
         if self.broker.fail_open:
@@ -84,6 +103,20 @@ class FakeConsumer:
         self.acks.append((queue, tag))
         self.broker.acked[queue] += [u[1] for u in known]
         self.unacked[queue] = [u for u in self.unacked[queue] if u[0] > tag]
+
+    def set_read_limit(self, max_bytes, extra):
+        self.read_limit = (max_bytes, extra)
+
+    def resume_reading(self):
+        pass
+
+    def queue_depths(self):
+        if not self.is_open:
+            raise ConnectionError("connection lost")
+        return {q: len(self.broker.ready[q]) for q in self.options.queues}
+
+    def queue_of_channel(self, channel):
+        return None
 
     def kill(self):
         """Connection loss: the broker requeues unacked deliveries as redelivered."""

@@ -11,9 +11,9 @@ import pytest
 from source_helpers import declare, delete, publish, wait_until
 from stream_helpers import declare_stream
 from spark_amqp import offsets_behind_latest
-from spark_amqp.spark.source import reader as reader_mod
+from spark_amqp.spark.source.queues import reader as reader_mod
 from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.reader import AmqpStreamReader
+from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from source_fakes import FakeBroker
@@ -43,8 +43,8 @@ def test_report_latest_offset_adds_the_depth_and_caches_it(monkeypatch):
     broker = FakeBroker(["a"])
     for i in range(30):
         broker.publish("a", b"x")
-    r = AmqpStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
-                         consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
+                              consumer_factory=broker.factory)
     assert r.reportLatestOffset() is None              # not connected: nothing to say
     calls = []
 

@@ -114,8 +114,8 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from spark_amqp.spark.source.options import parse_source_options
-    from spark_amqp.spark.source.reader import AmqpStreamReader, MessageTooLarge
-    from spark_amqp.spark.source.offsets import SourceOffset
+    from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader, MessageTooLarge
+    from spark_amqp.spark.source.queues.offsets import SourceOffset
 
     q = unique("toolarge")
     with connect(broker_url) as conn:
@@ -123,7 +123,7 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
         ch.queue_declare(q, durable=True)
         for body in (b"a" * 10, b"b" * 300_000, b"c" * 10):
             ch.basic_publish(body, "", q)
-    r = AmqpStreamReader(parse_source_options(
+    r = AmqpQueueStreamReader(parse_source_options(
         {"queue": q, "uri": broker_url, "maxMessageBytes": "200000"}))
     start = r.initialOffset()
     committed = 0

@@ -1,4 +1,4 @@
-"""Model test of the stream reader: a Spark-like driver loop over AmqpStreamReader with a raw-mode fake consumer (runs mixed with
+"""Model test of the stream reader: a Spark-like driver loop over AmqpQueueStreamReader with a raw-mode fake consumer (runs mixed with
 single deliveries, several consumers sharing one channel's tags), random connection losses and
 process crashes. Invariants: an acked message is in a committed batch; nothing is lost; a
 message is read twice only as a redelivery."""
@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.reader import AmqpStreamReader
-from spark_amqp.spark.source.offsets import SourceOffset
+from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
+from spark_amqp.spark.source.queues.offsets import SourceOffset
+from source_fakes import FakeClock
 from source_rawfake import RawBroker
 
 QS = ["a", "b"]
@@ -28,12 +29,13 @@ class Sim:
         self.offset_log, self.commit_log = [], []
         self.committed = set()
         self.sink = []  # (queue, body, redelivered)
+        self.clock = FakeClock()
         self.published = 0
         self.new_reader()
 
     def new_reader(self):
         o = parse_source_options(self.opts)
-        self.r = AmqpStreamReader(o, consumer_factory=self.broker.factory)
+        self.r = AmqpQueueStreamReader(o, consumer_factory=self.broker.factory, clock=self.clock)
         self.initial = self.r.initialOffset()
 
     def start_of(self, n):
@@ -53,7 +55,7 @@ class Sim:
                 assert (q, body) in self.committed, f"acked before commit: {q} {body}"
 
     def trigger(self, crash_before_commit=False):
-        self.r._next_attempt = 0
+        self.clock.advance(30.0)  # past any reconnect back-off (at most 30 s)
         n = len(self.offset_log)
         start = self.start_of(n)
         end = self.r.latestOffset(start, self.limit)

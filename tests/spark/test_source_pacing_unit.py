@@ -8,12 +8,12 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
     ReadMinRows
 
 from spark_amqp.spark.option_values import OptionErrors, parse_duration
-from spark_amqp.spark.source.offsets import SourceOffset
+from spark_amqp.spark.source.queues.offsets import SourceOffset
 from spark_amqp.spark.source.options import parse_source_options
 from spark_amqp.spark.source.pacing import TriggerPacer
-from spark_amqp.spark.source.reader import AmqpStreamReader
+from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
 from spark_amqp.spark.source.stream_options import parse_stream_options
-from spark_amqp.spark.source.stream_reader import AmqpStreamSourceReader
+from spark_amqp.spark.source.streams.reader import AmqpStreamOffsetReader
 
 from source_fakes import FakeBroker
 from test_stream_source_unit import FakeProbe
@@ -92,8 +92,7 @@ def test_queue_mode_minimum_fits_the_prefetch_windows():
 
 def _queue_reader(broker, clock, **opts):
     o = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    r = AmqpStreamReader(o, consumer_factory=broker.factory)
-    r._pacer._clock = clock
+    r = AmqpQueueStreamReader(o, consumer_factory=broker.factory, clock=clock)
     return r
 
 
@@ -159,12 +158,12 @@ def test_queue_reader_available_now_never_waits_for_the_minimum():
 
 def test_queue_reader_honours_read_min_rows_from_spark():
     broker, c = FakeBroker(["a"]), Clock()
-    r = AmqpStreamReader(parse_source_options({"queue": "a"}), consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a"}), consumer_factory=broker.factory,
+                              clock=c)
     for i in range(3):
         broker.publish("a", b"a")
     s = r.initialOffset()
     assert r.latestOffset(s, ReadMinRows(5)) == s
-    r._pacer._clock = c
     broker.publish("a", b"a")
     broker.publish("a", b"a")
     assert _rows(r.latestOffset(s, ReadMinRows(5))) == 5
@@ -172,7 +171,7 @@ def test_queue_reader_honours_read_min_rows_from_spark():
 
 def _stream_reader(probe, clock, **opts):
     o = parse_stream_options({"stream": "a,b", "startingoffsets": "earliest", **opts})
-    r = AmqpStreamSourceReader(o, probe_factory=lambda _: probe)
+    r = AmqpStreamOffsetReader(o, probe_factory=lambda _: probe)
     r._pacer._clock = clock
     return r
 

@@ -1,5 +1,5 @@
-"""The source's driver-side buffer with raw delivery runs (``source.buffer.QueueBuffer``) and
-the frames shipped to executors (``source.frames``): offsets, slices, tags, acks, drops, and
+"""The source's driver-side buffer with raw delivery runs (``source.queues.buffer.QueueBuffer``) and
+the frames shipped to executors (``source.queues.frames``): offsets, slices, tags, acks, drops, and
 the executor decode against ``arrow.pack_deliveries`` of the decoded deliveries. No broker,
 no SparkSession."""
 
@@ -15,11 +15,11 @@ from spark_amqp.client import Delivery
 from spark_amqp.protocol import (AMQPError, BasicProperties, Decoder, RawDeliveries,
                                  encode_message, spec)
 from spark_amqp.protocol import raw_deliveries as rd
-from spark_amqp.spark.source import frames as source_frames
+from spark_amqp.spark.source.queues import frames as source_frames
 from spark_amqp.spark import schema as S
 from spark_amqp.spark.source.arrow import BinaryBuffers, pack_deliveries, to_record_batches
-from spark_amqp.spark.source.buffer import QueueBuffer
-from spark_amqp.spark.source.frames import FramesPart, UndecodableMessages, frames_part, unpack
+from spark_amqp.spark.source.queues.buffer import QueueBuffer
+from spark_amqp.spark.source.queues.frames import FramesPart, UndecodableMessages, frames_part, unpack
 
 D = spec.Basic.Deliver
 Q = "orders.ü"

@@ -10,7 +10,7 @@ import pika
 import pytest
 
 from source_helpers import delete, pika_conn, wait_until
-from spark_amqp.spark.source.consumer import DriverConsumer
+from spark_amqp.spark.source.queues.consumer import DriverConsumer
 from spark_amqp.spark.source.options import parse_source_options
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import pickle
+import time
 from decimal import Decimal
 
 import pytest
@@ -17,12 +18,13 @@ from spark_amqp.protocol import BasicProperties
 from spark_amqp.spark import schema as S
 from spark_amqp.spark.source.arrow import pack_deliveries, render_header_value, to_record_batches
 from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.reader import AmqpInputPartition, AmqpStreamReader
-from spark_amqp.spark.source.buffer import QueueBuffer, fair_split
-from spark_amqp.spark.source.offsets import SourceOffset
+from spark_amqp.spark.source.queues.reader import QueueInputPartition, AmqpQueueStreamReader
+from spark_amqp.spark.source.fair_split import fair_split
+from spark_amqp.spark.source.queues.buffer import QueueBuffer
+from spark_amqp.spark.source.queues.offsets import SourceOffset
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from source_fakes import FakeBroker, FakeDelivery
+from source_fakes import FakeBroker, FakeClock, FakeDelivery
 
 
 # ------------------------------------------------------------------------------ schema
@@ -215,7 +217,7 @@ def test_pack_and_record_batches_exact_schema_and_values():
         FakeDelivery(bytearray(b"two"), 2, "ex", "rk.2", True, _props()),
     ]
     packed = pack_deliveries("orders", 40, ds, include_headers=True)
-    part = pickle.loads(pickle.dumps(AmqpInputPartition("sess", packed)))
+    part = pickle.loads(pickle.dumps(QueueInputPartition("sess", packed)))
     [batch] = list(to_record_batches(part.data))
     assert batch.schema.equals(S.arrow_schema())
     rows = batch.to_pylist()
@@ -266,9 +268,9 @@ def test_render_header_value():
 
 # ------------------------------------------------------------------------------ reader
 
-def _reader(broker, **opts):
+def _reader(broker, clock=time.monotonic, **opts):
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpStreamReader(options, consumer_factory=broker.factory)
+    return AmqpQueueStreamReader(options, consumer_factory=broker.factory, clock=clock)
 
 
 def _rows(reader, start, end):
@@ -287,7 +289,7 @@ def test_reader_init_does_no_io_and_pickles_small():
     r.initialOffset()
     assert broker.consumers == []
     r2 = pickle.loads(pickle.dumps(r))
-    assert r2.options == r.options and r2._consumer is None
+    assert r2.options == r.options and r2.supervisor.consumer is None
 
 
 def test_ack_only_after_the_next_latest_offset_and_commit_backstop():
@@ -367,10 +369,10 @@ def test_restart_replay_range_of_earlier_session_is_empty_then_redelivered():
 
 
 def test_connection_loss_new_session_never_acks_old_tags():
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     for i in range(3):
         broker.publish("a", b"%d" % i)
-    r = _reader(broker)
+    r = _reader(broker, clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     assert len(_rows(r, s, e1)) == 3
@@ -378,7 +380,9 @@ def test_connection_loss_new_session_never_acks_old_tags():
     c1.kill()                                  # lost after batch 1 ran, before its ack
     broker.publish("a", b"3")
     assert r.latestOffset(e1, ReadAllAvailable()) == e1   # loss detected, no data this trigger
-    r._next_attempt = 0                        # skip the backoff
+    assert r.latestOffset(e1, ReadAllAvailable()) == e1   # still in the back-off (0.5 s)
+    assert len(broker.consumers) == 1
+    clock.advance(0.5)                         # the back-off has passed
     e2 = r.latestOffset(e1, ReadAllAvailable())
     assert len(broker.consumers) == 2 and c1.acks == []
     rows = _rows(r, e1, e2)
@@ -478,7 +482,7 @@ def test_available_now_gives_up_reconnecting_after_the_idle_timeout():
     t0 = time.monotonic()
     assert r.latestOffset(e1, ReadMaxRows(3)) == e1   # no batch: Spark ends the run
     assert 0.25 <= time.monotonic() - t0 <= 3.0
-    assert not any(r._targets.values())
+    assert r.available_now.done
     assert broker.acked["a"] == []                    # batch 1's ack never reached the broker
     assert sorted(b for b, _, _ in broker.ready["a"]) == [b"%d" % i for i in range(6)]
 
@@ -497,15 +501,15 @@ def test_no_start_signature_reconnect_does_not_report_a_new_offset():
     """PySpark 4.0/4.1 calls latestOffset() without start: after a loss (in backoff, or
     reconnected with nothing new) it returns the last offset it gave, not the new session's
     zero offset (which Spark would take for a new, empty batch)."""
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     broker.publish("a", b"0")
-    r = _reader(broker)
+    r = _reader(broker, clock)
     r.initialOffset()
     e1 = r.latestOffset()
     r.commit(e1)
     broker.consumers[0].kill()
     assert r.latestOffset() == e1                # loss detected, in backoff
-    r._next_attempt = 0
+    clock.advance(0.5)
     assert r.latestOffset() == e1                # reconnected, nothing new
 
 
@@ -527,7 +531,7 @@ def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
     import time
 
-    from spark_amqp.spark.source import reader as src
+    from spark_amqp.spark.source.queues import reader as src
 
     broker, r, late, s = _snapshot_of_10_with_6_in_flight()
     t0 = time.monotonic()
@@ -606,7 +610,7 @@ def _items_from(spec_list):
 
 def _message_bytes(items):
     from spark_amqp.protocol import RawDeliveries
-    from spark_amqp.spark.source.buffer import item_bytes
+    from spark_amqp.spark.source.queues.buffer import item_bytes
 
     out = []
     for it in items:
@@ -670,7 +674,7 @@ def _byte_reader(broker, **opts):
         return c
 
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpStreamReader(options, consumer_factory=factory), calls
+    return AmqpQueueStreamReader(options, consumer_factory=factory), calls
 
 
 def test_byte_limit_options_defaults_and_default_read_limit():
@@ -679,9 +683,9 @@ def test_byte_limit_options_defaults_and_default_read_limit():
     o = parse_source_options({"queue": "q"})
     assert (o.max_bytes_per_trigger, o.max_bytes_per_partition, o.max_buffered_bytes) == (
         16 << 20, 4 << 20, 32 << 20)
-    r = AmqpStreamReader(o)
+    r = AmqpQueueStreamReader(o)
     assert r.getDefaultReadLimit() == ReadMaxBytes(16 << 20)
-    r2 = AmqpStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
+    r2 = AmqpQueueStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
     assert r2.getDefaultReadLimit() == ReadMaxRows(10)
     for opt in ("maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes"):
         with pytest.raises(ValueError, match=opt):
@@ -693,7 +697,7 @@ def test_byte_limit_options_defaults_and_default_read_limit():
 def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
     from pyspark.sql.streaming.datasource import ReadMaxBytes
 
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [100, 100, 100, 5000, 100, 100]
@@ -724,7 +728,7 @@ def test_max_bytes_per_trigger_cuts_batches_a_large_message_goes_alone():
 
 
 def test_byte_limit_split_across_queues_and_with_read_max_rows():
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a", "b"])
     for i in range(50):
@@ -753,7 +757,7 @@ def test_byte_limit_split_across_queues_and_with_read_max_rows():
 
 
 def test_max_bytes_per_partition_splits_partitions():
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
 
     broker = FakeBroker(["a"])
     sizes = [1000] * 7 + [10000] + [1000] * 2
@@ -779,7 +783,7 @@ def test_unplanned_bytes_feed_the_read_limit():
     e = r.latestOffset(s, ReadMaxRows(2))
     extra = calls[0][2]
     # 8 drained, 2 planned (one per queue): the rest is unplanned
-    from spark_amqp.spark.source.buffer import DECODED_OVERHEAD
+    from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD
     assert extra() == 3 * (1000 + DECODED_OVERHEAD) + 3 * (500 + DECODED_OVERHEAD)
     r.latestOffset(e, ReadMaxRows(100))
     assert extra() == 0
@@ -803,7 +807,7 @@ def test_bodies_adding_up_to_the_byte_limit_fit_one_batch():
 def test_big_batch_partitions_are_served_by_reference_until_commit():
     # beyond maxInlineBytesPerTrigger (512 KiB) a batch's partitions carry a reference, not the frames: the
     # runner serves them until the batch is committed; a retried task fetches them again
-    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.queues.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     bodies = [bytes([i]) * (200 * 1024) for i in range(8)]   # 1.6 MB: above the inline 512 KiB
@@ -834,7 +838,7 @@ def test_big_batch_partitions_are_served_by_reference_until_commit():
 def test_served_partition_fetch_failures_are_clear_errors():
     import dataclasses
 
-    from spark_amqp.spark.source.partition_server import FramesRef, PartitionFetchError
+    from spark_amqp.spark.source.queues.partition_server import FramesRef, PartitionFetchError
 
     broker = FakeBroker(["a"])
     for i in range(4):
@@ -843,7 +847,7 @@ def test_served_partition_fetch_failures_are_clear_errors():
     s = r.initialOffset()
     e = r.latestOffset(s, ReadAllAvailable())
     ref = [p for p in r.partitions(s, e) if isinstance(p.data, FramesRef)][0]
-    forged = AmqpInputPartition(ref.session, dataclasses.replace(ref.data, token=b"x" * 16))
+    forged = QueueInputPartition(ref.session, dataclasses.replace(ref.data, token=b"x" * 16))
     with pytest.raises(PartitionFetchError, match="bad token"):
         list(r.read(forged))
     r.stop()   # the runner is gone: connection refused, naming the queue and the address
@@ -859,7 +863,7 @@ def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expecte
     # embedded broker configured with 32 MiB, which it advertises); the option overrides it.
     from spark_amqp import EmbeddedBroker
     from spark_amqp.broker.config import BrokerConfig
-    from spark_amqp.spark.source.consumer import DriverConsumer
+    from spark_amqp.spark.source.queues.consumer import DriverConsumer
 
     with EmbeddedBroker(config=BrokerConfig(max_message_size=32 * 1024 * 1024)) as b:
         q = unique("limit")
@@ -876,60 +880,54 @@ def test_max_message_bytes_defaults_to_the_brokers_limit(unique, option, expecte
             c.close()
 
 
-def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error(monkeypatch):
+def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error():
     """Issue 27: after a loss, reconnects go on for failoverTimeout seconds; then the query
     fails with BrokerUnreachable carrying the last error (which lists every address); nothing
     of the lost session is acked, and a reader restarted from the checkpoint gets it back."""
-    from spark_amqp.spark.source import reader as reader_mod
-    from spark_amqp.spark.source.reader import BrokerUnreachable
+    from spark_amqp.spark.source.queues.reader import BrokerUnreachable
 
     broker = FakeBroker(["a"])
     for i in range(3):
         broker.publish("a", b"%d" % i)
     opts = parse_source_options({"queue": "a", "failoverTimeout": "10",
                                  "uri": "amqp://g:g@h1:1,h2:2/%2F"})
-    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
-    clock = [1000.0]
-    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    clock = FakeClock(1000.0)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()
     broker.fail_open = ConnectionRefusedError("h1:1: refused; h2:2: refused")
     assert r.latestOffset(e1, ReadAllAvailable()) == e1          # loss seen at t=1000
     for t in (1001.0, 1003.0, 1006.0):
-        clock[0] = t
+        clock.t = t
         assert r.latestOffset(e1, ReadAllAvailable()) == e1      # retried, logged, not raised
-    assert r._backoff <= 5.0                                     # several addresses: 5 s cap
-    clock[0] = 1010.5
-    r._next_attempt = 0
+    assert len(broker.consumers) == 5                            # the first, 4 attempts
+    assert r.supervisor.backoff <= 5.0                           # several addresses: 5 s cap
+    clock.t = 1010.5                                             # past the back-off (1010.0)
     with pytest.raises(BrokerUnreachable) as ei:
         r.latestOffset(e1, ReadAllAvailable())
     assert "failoverTimeout 10 s" in str(ei.value) and "h2:2: refused" in str(ei.value)
     assert broker.acked["a"] == [] and broker.consumers[0].acks == []
     broker.fail_open = None                                      # the cluster is back
-    r2 = AmqpStreamReader(opts, consumer_factory=broker.factory)  # restarted query
+    r2 = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)  # restarted query
     e2 = r2.latestOffset(e1, ReadAllAvailable())
     assert [x["body"] for x in _rows(r2, e1, e2)] == [b"0", b"1", b"2"]
 
 
-def test_a_reconnect_that_works_resets_the_bound(monkeypatch):
-    from spark_amqp.spark.source import reader as reader_mod
-
+def test_a_reconnect_that_works_resets_the_bound():
     broker = FakeBroker(["a"])
     opts = parse_source_options({"queue": "a", "failoverTimeout": "5"})
-    r = AmqpStreamReader(opts, consumer_factory=broker.factory)
-    clock = [0.0]
-    monkeypatch.setattr(reader_mod.time, "monotonic", lambda: clock[0])
+    clock = FakeClock(0.0)
+    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     r.latestOffset(s, ReadAllAvailable())
     for t in (3.0, 6.0, 9.0, 12.0, 15.0):      # a loss every 3 s, each reconnect works
         broker.consumers[-1].kill()
         r.latestOffset(s, ReadAllAvailable())  # the loss
-        assert r._failing_since == t - 3.0
-        clock[0] = t
-        r._next_attempt = 0
+        assert r.supervisor.failing_since == t - 3.0
+        clock.t = t                            # past the back-off
         assert r.latestOffset(s, ReadAllAvailable()) == s  # reconnected: no error
-        assert r._failing_since is None and r._consumer.is_open
+        assert r.supervisor.failing_since is None and broker.consumers[-1].is_open
     assert len(broker.consumers) == 6
 
 
@@ -937,11 +935,11 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     """Issue 27: the first loss with several broker addresses reconnects at once (another
     node is likely up) and the same latestOffset returns the redelivered batch; a second loss
     in a row backs off."""
-    broker = FakeBroker(["a"])
+    broker, clock = FakeBroker(["a"]), FakeClock()
     for i in range(3):
         broker.publish("a", b"%d" % i)
-    r = AmqpStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
-                         consumer_factory=broker.factory)
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
+                              consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()
@@ -951,4 +949,4 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     broker.consumers[1].kill()
     broker.fail_open = ConnectionRefusedError("refused")
     assert r.latestOffset(e2, ReadAllAvailable()) == e2  # reconnect failed: back-off now
-    assert r._next_attempt > 0 and len(broker.consumers) == 3
+    assert r.supervisor.next_attempt > clock() and len(broker.consumers) == 3

@@ -16,7 +16,7 @@ import pytest
 
 from source_helpers import delete, pika_conn, wait_until
 from stream_helpers import declare_stream
-from spark_amqp.spark.source.stream_consumer import read_range
+from spark_amqp.spark.source.streams.consumer import read_range
 from spark_amqp.spark.source.stream_options import parse_stream_options
 
 #: message i's filter value: ten values, and every 7th message without one

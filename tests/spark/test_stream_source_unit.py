@@ -8,10 +8,10 @@ import pickle
 
 import pytest
 
-from spark_amqp.spark.source.stream_offsets import (StreamOffset, StreamRange, plan_ends,
+from spark_amqp.spark.source.streams.offsets import (StreamOffset, StreamRange, plan_ends,
                                                     split_ranges)
 from spark_amqp.spark.source.stream_options import is_stream_mode, parse_stream_options
-from spark_amqp.spark.source.stream_reader import (AmqpStreamBatchReader, AmqpStreamSourceReader,
+from spark_amqp.spark.source.streams.reader import (AmqpStreamBatchReader, AmqpStreamOffsetReader,
                                             StreamRangePartition)
 
 from source_helpers import delete, publish, wait_until
@@ -65,7 +65,7 @@ def test_bad_options_name_the_option(opts, match):
 
 def test_ending_offsets_refused_in_streaming_and_bad_batch_bounds():
     with pytest.raises(ValueError, match="batch reads"):
-        AmqpStreamSourceReader(parse_stream_options({"stream": "a", "endingoffsets": "latest"}))
+        AmqpStreamOffsetReader(parse_stream_options({"stream": "a", "endingoffsets": "latest"}))
     with pytest.raises(ValueError, match="cannot be 'latest'"):
         AmqpStreamBatchReader(parse_stream_options({"stream": "a", "startingoffsets": "latest"}))
     with pytest.raises(ValueError, match="cannot be 'latest'"):
@@ -113,7 +113,7 @@ def test_split_ranges_tiles_exactly():
 
 
 def test_partitions_and_pickling_of_the_reader():
-    r = AmqpStreamSourceReader(parse_stream_options({"stream": "a,b",
+    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a,b",
                                                      "maxmessagesperpartition": "4"}))
     parts = r.partitions({"streams": {"a": 0, "b": 3}}, {"streams": {"a": 6, "b": 5}})
     assert [(p.stream, p.start, p.end) for p in parts] == [("a", 0, 4), ("a", 4, 6),
@@ -151,7 +151,7 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     probe = FakeProbe({"a": 50, "b": None})
-    r = AmqpStreamSourceReader(parse_stream_options({"stream": "a,b",
+    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a,b",
                                                      "startingoffsets": "earliest"}),
                                probe_factory=lambda o: probe)
     start = r.initialOffset()
@@ -169,10 +169,10 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
 
 def test_starting_latest_and_timestamp_resolve_on_the_broker():
     probe = FakeProbe({"a": 42})
-    r = AmqpStreamSourceReader(parse_stream_options({"stream": "a"}),
+    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a"}),
                                probe_factory=lambda o: probe)
     assert r.initialOffset() == {"streams": {"a": 42}}
-    r = AmqpStreamSourceReader(parse_stream_options({"stream": "a", "startingtimestamp": "5"}),
+    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a", "startingtimestamp": "5"}),
                                probe_factory=lambda o: probe)
     assert r.initialOffset() == {"streams": {"a": 3}}
 
@@ -189,7 +189,7 @@ def filled_stream(broker_url, unique):
 
 
 def test_probe_finds_first_and_tail_without_reading_the_stream(broker_url, filled_stream):
-    from spark_amqp.spark.source.stream_probe import NotAStream, StreamMissing, StreamProbe
+    from spark_amqp.spark.source.streams.probe import NotAStream, StreamMissing, StreamProbe
 
     p = StreamProbe(broker_url)
     try:
@@ -215,7 +215,7 @@ def test_probe_finds_a_live_tail_in_bounded_time_never_past_it(broker_url, uniqu
     import time
 
     from spark_amqp.client import connect
-    from spark_amqp.spark.source.stream_probe import StreamProbe
+    from spark_amqp.spark.source.streams.probe import StreamProbe
 
     s, empty = unique("st-live"), unique("st-empty")
     declare_stream(broker_url, s)
@@ -253,7 +253,7 @@ def test_probe_finds_a_live_tail_in_bounded_time_never_past_it(broker_url, uniqu
         assert tails == sorted(tails) and tails[-1] > tails[0]    # it follows the stream
         assert p.bytes_received < counts["published"] * 100 / 4  # not the stream's data
         # an executor's range read on the live stream stops at the range's end
-        from spark_amqp.spark.source.stream_consumer import read_range
+        from spark_amqp.spark.source.streams.consumer import read_range
 
         o = parse_stream_options({"stream": s, "uri": broker_url, "prefetch": "100"})
         end = min(tails[-1], tails[0] + 3000)
@@ -272,7 +272,7 @@ def test_probe_finds_a_live_tail_in_bounded_time_never_past_it(broker_url, uniqu
 
 def test_probe_refuses_a_classic_queue(broker_url, unique):
     from source_helpers import declare
-    from spark_amqp.spark.source.stream_probe import NotAStream, StreamProbe
+    from spark_amqp.spark.source.streams.probe import NotAStream, StreamProbe
 
     q = unique("classic")
     declare(broker_url, q)
@@ -293,7 +293,7 @@ def test_probe_refuses_a_classic_queue(broker_url, unique):
 def test_read_range_matches_pika(broker_url, filled_stream, start, end):
     import pyarrow as pa
 
-    from spark_amqp.spark.source.stream_consumer import read_range
+    from spark_amqp.spark.source.streams.consumer import read_range
 
     o = parse_stream_options({"stream": filled_stream, "uri": broker_url, "prefetch": "50"})
     t = pa.Table.from_batches(list(read_range(o, filled_stream, start, end)))
@@ -304,7 +304,7 @@ def test_read_range_matches_pika(broker_url, filled_stream, start, end):
 
 
 def test_read_range_split_anywhere_loses_nothing(broker_url, filled_stream):
-    from spark_amqp.spark.source.stream_consumer import read_range
+    from spark_amqp.spark.source.streams.consumer import read_range
 
     o = parse_stream_options({"stream": filled_stream, "uri": broker_url})
     got = []
@@ -317,7 +317,7 @@ def test_read_range_split_anywhere_loses_nothing(broker_url, filled_stream):
 @pytest.fixture
 def truncated_stream(broker_url, unique):
     """A stream whose first offsets retention has removed (small segments, small max length)."""
-    from spark_amqp.spark.source.stream_probe import StreamProbe
+    from spark_amqp.spark.source.streams.probe import StreamProbe
 
     s = unique("st-retention")
     declare_stream(broker_url, s, {"x-max-length-bytes": 20_000,
@@ -338,7 +338,7 @@ def truncated_stream(broker_url, unique):
 
 
 def test_fail_on_data_loss(broker_url, truncated_stream):
-    from spark_amqp.spark.source.stream_consumer import LOST, DataLoss, read_range
+    from spark_amqp.spark.source.streams.consumer import LOST, DataLoss, read_range
 
     s, first, tail = truncated_stream
     o = parse_stream_options({"stream": s, "uri": broker_url})
@@ -416,7 +416,7 @@ def test_super_stream_routing_matches_known_hashes():
 
 
 def test_super_stream_source_finds_partitions(broker_url, unique):
-    from spark_amqp.spark.source.stream_probe import (StreamMissing, StreamProbe,
+    from spark_amqp.spark.source.streams.probe import (StreamMissing, StreamProbe,
                                                       super_stream_partitions)
 
     name = unique("super")
@@ -441,8 +441,8 @@ def test_read_range_fails_over_inside_the_task_exactly_once(broker_url, filled_s
 
     from faults_proxy import FaultProxy   # tests/faults_proxy.py
 
-    from spark_amqp.spark.source import stream_consumer
-    from spark_amqp.spark.source.stream_consumer import read_range
+    from spark_amqp.spark.source.streams import consumer as stream_consumer
+    from spark_amqp.spark.source.streams.consumer import read_range
 
     monkeypatch.setattr(stream_consumer, "ARROW_BATCH_ROWS", 100)
     with FaultProxy(broker_url) as proxy:
@@ -470,7 +470,7 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
     from spark_amqp.client.errors import ConnectionLost
     from spark_amqp.protocol.errors import (ConnectionForced, InternalError, PreconditionFailed,
                                             ResourceError)
-    from spark_amqp.spark.source.stream_consumer import ReadTimeout, _lost_connection
+    from spark_amqp.spark.source.streams.consumer import ReadTimeout, _lost_connection
 
     assert _lost_connection(PreconditionFailed(
         "PRECONDITION_FAILED - queue 'queue 's' in vhost '/'' does not have a replica on the "
@@ -492,7 +492,7 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
 # -- failover of the driver's probe (issue 27) -----------------------------------------------
 
 def test_connect_avoiding_tries_the_nodes_without_a_replica_last():
-    from spark_amqp.spark.source.stream_failover import connect_avoiding
+    from spark_amqp.spark.source.streams.failover import connect_avoiding
 
     calls = []
 
@@ -518,7 +518,7 @@ def test_probe_goes_on_at_once_on_a_node_with_a_running_replica(monkeypatch):
     from types import SimpleNamespace
 
     from spark_amqp.protocol.errors import ResourceError
-    from spark_amqp.spark.source.stream_probe import StreamProbe
+    from spark_amqp.spark.source.streams.probe import StreamProbe
 
     class Conn:
         def __init__(self, kw):
@@ -553,12 +553,12 @@ def test_tail_probes_failing_longer_than_failover_timeout_fail_the_query():
     error (real connects to closed ports)."""
     import time
 
-    from spark_amqp.spark.source.stream_failover import StreamBrokerUnreachable
+    from spark_amqp.spark.source.streams.failover import StreamBrokerUnreachable
 
     o = parse_stream_options({"stream": "a", "uri": "amqp://guest:guest@127.0.0.1:1,"
                               "127.0.0.1:2/%2F", "failovertimeout": "1",
                               "connectiontimeout": "1"})
-    r = AmqpStreamSourceReader(o)
+    r = AmqpStreamOffsetReader(o)
     r._planner._streams = ("a",)              # as after the first trigger
     r._tails = {"a": 30}
     start = {"streams": {"a": 10}}
@@ -581,8 +581,8 @@ def test_range_read_gives_up_after_failover_timeout_with_a_clear_error():
     naming the stream, the offsets, the bound and every address' error."""
     import time
 
-    from spark_amqp.spark.source.stream_consumer import read_range
-    from spark_amqp.spark.source.stream_failover import StreamBrokerUnreachable
+    from spark_amqp.spark.source.streams.consumer import read_range
+    from spark_amqp.spark.source.streams.failover import StreamBrokerUnreachable
 
     o = parse_stream_options({"stream": "s", "uri": "amqp://guest:guest@127.0.0.1:1,"
                               "127.0.0.1:2/%2F", "failovertimeout": "0.5"})
@@ -600,6 +600,6 @@ def test_read_of_spark_placeholder_partition_is_empty():
     (plan_data_source_read.py) which must give no rows, not an AttributeError."""
     from pyspark.sql.datasource import InputPartition
 
-    from spark_amqp.spark.source.stream_reader import _read
+    from spark_amqp.spark.source.streams.reader import _read
 
     assert list(_read(None, InputPartition(None))) == []

@@ -8,7 +8,7 @@ batch on the driver copies bytes and makes no per-message Python object, and pic
 partition is one ``bytes`` object. The occasional delivery the client decoded (a message split
 across socket reads, an unusual frame layout) is encoded back into the same frames
 (:func:`delivery_frames`). The executor decodes the frames column-wise
-(``deliver_columns``, compiled when built) into :class:`.arrow.PackedColumns`.
+(``deliver_columns``, compiled when built) into :class:`..arrow.PackedColumns`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from spark_amqp.protocol.frames import encode_message
 from spark_amqp.protocol.raw_deliveries import RawDeliveries, deliver_columns_fast
 from spark_amqp.protocol.spec import Basic
 
-from .arrow import PackedColumns, pack_columns
+from ..arrow import PackedColumns, pack_columns
 
 __all__ = ["FramesPart", "frames_part", "frames_chunks", "delivery_frames", "unpack",
            "UndecodableMessages"]

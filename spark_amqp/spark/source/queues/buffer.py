@@ -23,13 +23,13 @@ from __future__ import annotations
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from spark_amqp.protocol.raw_deliveries import RawDeliveries
 
 from .offsets import SourceOffset
 
-__all__ = ["QueueBuffer", "Session", "fair_split", "item_bytes", "DECODED_OVERHEAD"]
+__all__ = ["QueueBuffer", "Session", "item_bytes", "DECODED_OVERHEAD"]
 
 #: bytes counted for a decoded delivery besides its body (its frames' header, method and a
 #: few properties; a raw run counts its real frames)
@@ -234,39 +234,3 @@ class Session:
 
     def zero_offset(self) -> SourceOffset:
         return SourceOffset.zero(self.id, self.queues)
-
-
-def fair_split(available: Mapping[str, int], limit: int | None,
-               caps: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Split ``limit`` rows across queues fairly (water-filling), like Kafka's
-    ``maxOffsetsPerTrigger`` split across topic-partitions.
-
-    ``available``: rows each queue can give; ``limit``: total cap (None = no cap); ``caps``:
-    optional per-queue upper bounds (Trigger.AvailableNow targets). Every queue gets
-    ``min(available, cap, fair share)``; what a queue cannot use is shared equally among the
-    others (the odd rows of an uneven split go to the queues first by name).
-    Returns ``{queue: n}`` with ``sum(n) <= limit`` and ``n <= available[q]``.
-    """
-    room = {q: max(0, min(a, caps.get(q, a) if caps else a)) for q, a in available.items()}
-    if limit is None:
-        return room
-    out = {q: 0 for q in room}
-    remaining = max(0, limit)
-    # water-filling: the queues with the least room are filled first while their room is
-    # within an equal share of what is left; the rest split the remainder equally (the odd
-    # rows to the first by name, so the split is deterministic)
-    order = sorted((q for q, r in room.items() if r > 0), key=lambda q: (room[q], q))
-    i = 0
-    while i < len(order) and remaining > 0:
-        q = order[i]
-        if room[q] * (len(order) - i) > remaining:
-            break
-        out[q] = room[q]
-        remaining -= room[q]
-        i += 1
-    rest = sorted(order[i:])
-    if rest and remaining > 0:
-        share, extra = divmod(remaining, len(rest))
-        for j, q in enumerate(rest):
-            out[q] = share + (1 if j < extra else 0)
-    return out

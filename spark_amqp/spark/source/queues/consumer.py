@@ -1,33 +1,83 @@
-"""The driver's consumer: one connection, one channel per queue, manual acks (broker I/O).
+"""The driver's consumer of the queue mode: one connection, one channel per queue, manual acks
+(broker I/O).
 
-Used only by the stream reader in Spark's long-lived source runner process on the driver
-(never in ``__init__``, never on executors). Per queue: a channel, ``basic.qos(prefetch,
-global=False)`` (per consumer, RabbitMQ docs/consumer-prefetch.md), then ``basic.consume(no_ack=
-False)`` without a callback so the client buffers deliveries in the channel, in raw mode
-(runs of undecoded frames, ``spark_amqp.protocol.raw_deliveries``: the driver never decodes a
-message, the executors do); the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window above 65535 is realised
-by several consumers on the same channel (their deliveries still share the channel's tag
-sequence, so a ``multiple=True`` ack stays exact).
+Used only by the queue mode's reader (:class:`.reader.AmqpQueueStreamReader`) in Spark's
+long-lived source runner process on the driver (never in ``__init__``, never on executors).
+Per queue: a channel, ``basic.qos(prefetch, global=False)`` (per consumer, RabbitMQ
+docs/consumer-prefetch.md), then ``basic.consume(no_ack=False)`` without a callback so the
+client buffers deliveries in the channel, in raw mode (runs of undecoded frames,
+``spark_amqp.protocol.raw_deliveries``: the driver never decodes a message, the executors do);
+the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window
+above 65535 is realised by several consumers on the same channel (their deliveries still share
+the channel's tag sequence, so a ``multiple=True`` ack stays exact).
 
-The reader only uses the small interface below, so unit tests substitute a fake.
+The reader uses the consumer only through :class:`QueueConsumer` (a ``typing.Protocol``):
+:class:`DriverConsumer` implements it, and so does the unit tests' fake consumer.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, Protocol, runtime_checkable
 
-from .options import SourceOptions
+from ..options import SourceOptions
+from ..timeouts import RPC_TIMEOUT
 
-__all__ = ["DriverConsumer", "QueueMissing", "QueueUnavailable", "ConsumerCancelled"]
+__all__ = ["QueueConsumer", "DriverConsumer", "QueueMissing", "QueueUnavailable",
+           "ConsumerCancelled"]
 
-log = logging.getLogger("spark_amqp.spark.source.reader")
+log = logging.getLogger(__name__)
 
-#: seconds a synchronous method (queue.declare, basic.qos, basic.consume, ...) may wait for its
-#: reply before the connection is dropped (``ConnectionLost``) and the reader reconnects with
-#: backoff. Heartbeats only detect a dead peer; a live broker that never answers (or answers
-#: only after requeueing a crashed consumer's deliveries) would otherwise stall the query.
-RPC_TIMEOUT = 60.0
+
+@runtime_checkable
+class QueueConsumer(Protocol):
+    """What the queue-mode reader needs of its driver consumer (one connection consuming
+    ``options.queues``, a channel per queue; see the module doc). Methods that talk to the
+    broker raise what the client raises: a connection error (``OSError``, an ``AMQPError``)
+    ends the reader's session, it reconnects."""
+
+    #: queue -> ready messages in the declare-ok answered before consuming (set by ``open``;
+    #: Trigger.AvailableNow's snapshot)
+    initial_counts: dict[str, int]
+
+    @property
+    def is_open(self) -> bool:
+        """The connection is open."""
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the connection ended, or None."""
+
+    def open(self) -> None:
+        """Connect, check (or declare) the queues and start consuming. Raises
+        :class:`QueueMissing` for a queue that does not exist."""
+
+    def drain(self, queue: str, timeout: float = 0.0) -> list:
+        """Deliveries of ``queue`` received since the last drain (runs of raw frames or
+        single deliveries, in delivery-tag order); waits up to ``timeout`` seconds for the
+        first one when none is there."""
+
+    def ack(self, queue: str, delivery_tag: int) -> None:
+        """``basic.ack(delivery_tag, multiple=True)`` on the queue's channel."""
+
+    def set_read_limit(self, max_bytes: int, extra: Callable[[], int]) -> None:
+        """Stop reading the socket while the buffered deliveries plus ``extra()`` bytes reach
+        ``max_bytes`` (``maxBufferedBytes``: TCP back-pressure)."""
+
+    def resume_reading(self) -> None:
+        """Bytes were planned: look at the read limit again."""
+
+    def queue_depths(self) -> dict[str, int]:
+        """Ready messages per queue now (a round trip per queue)."""
+
+    def queue_of_channel(self, channel: int) -> str | None:
+        """The queue consumed on channel number ``channel``, or None."""
+
+    def close(self) -> None:
+        """Cancel the consumers and close politely. Never raises."""
+
+    def abort(self) -> None:
+        """Close the connection at once. Never raises."""
 
 
 class QueueMissing(RuntimeError):
@@ -48,7 +98,8 @@ class ConsumerCancelled(ConnectionError):
 
 
 class DriverConsumer:
-    """Consume ``options.queues`` on one connection (see module doc).
+    """Consume ``options.queues`` on one connection (see module doc); a
+    :class:`QueueConsumer`.
 
     Methods raise ``spark_amqp.client.ConnectionLost`` (socket loss / heartbeat timeout) or a
     ``spark_amqp.protocol.errors.AMQPError`` subclass (broker closed the channel/connection);
@@ -228,6 +279,12 @@ class DriverConsumer:
     def ack(self, queue: str, delivery_tag: int) -> None:
         """``basic.ack(delivery_tag, multiple=True)`` on the queue's channel."""
         self.channels[queue].basic_ack(delivery_tag, multiple=True)
+
+    def queue_of_channel(self, channel: int) -> str | None:
+        """The queue consumed on channel number ``channel`` (e.g. the one a too-large body
+        came on), or None."""
+        return next((q for q, ch in self.channels.items()
+                     if getattr(ch, "channel_number", None) == channel), None)
 
     def queue_depths(self) -> dict[str, int]:
         """Ready messages per queue (passive ``queue.declare``'s message-count, AMQP 0-9-1

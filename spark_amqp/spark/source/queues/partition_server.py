@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 
 __all__ = ["FramesRef", "PartitionServer", "PartitionFetchError", "fetch", "server_host"]
 
-log = logging.getLogger("spark_amqp.spark.source.partition_server")
+log = logging.getLogger(__name__)
 
 _REQ = struct.Struct(">16sQ")
 _RESP = struct.Struct(">BQ")

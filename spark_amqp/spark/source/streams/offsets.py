@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from .buffer import fair_split
+from ..fair_split import fair_split
 
 __all__ = ["StreamOffset", "StreamRange", "plan_ends", "split_ranges"]
 

@@ -5,10 +5,10 @@ connect, ``basic.qos(prefetch)`` (mandatory for stream consumers; it is the cred
 ``basic.consume`` with ``x-stream-offset = start`` (an integer: RabbitMQ starts at the chunk
 holding it and drops the entries below it; other brokers may not, so offsets below ``start``
 are skipped here too), in raw mode; every drained run is decoded column-wise by the same path
-as the queue mode (``deliver_columns``, :func:`.arrow.pack_columns`), the rows with offsets in
+as the queue mode (``deliver_columns``, :func:`..arrow.pack_columns`), the rows with offsets in
 ``[start, end)`` are kept, and the run is acked (``multiple``: acks only give credit back on a
 stream). The read stops at the first delivery whose offset is ``>= end - 1`` (the planner only
-plans ranges for which such an offset exists; see :mod:`.stream_offsets`), cancels and closes.
+plans ranges for which such an offset exists; see :mod:`.offsets`), cancels and closes.
 
 Replaying the same range reads the same rows: a stream is an append-only log whose offsets
 never change. Retention is the exception: when the first delivery is above ``start`` the
@@ -36,16 +36,16 @@ import logging
 import time
 from typing import Any, Iterator
 
-from ..connection_options import redact_uri
-from .arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
-from .stream_options import StreamOptions
+from ...connection_options import redact_uri
+from ..arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
+from ..stream_options import StreamOptions
 
 __all__ = ["read_range", "row_filter", "DataLoss", "ReadTimeout", "LOST", "FILTER_VALUE_HEADER"]
 
 #: the header a publisher sets for stream filtering (RabbitMQ 3.13+)
 FILTER_VALUE_HEADER = "x-stream-filter-value"
 
-log = logging.getLogger("spark_amqp.spark.source.stream_reader")
+log = logging.getLogger(__name__)
 
 #: offsets this process skipped because retention had removed them (failOnDataLoss=false)
 LOST = {"offsets": 0}
@@ -181,18 +181,18 @@ DEFAULT_READ_FAILOVER_TIMEOUT = 60.0
 
 def _lost_connection(e: BaseException) -> bool:
     """A loss worth a reconnect (another node may serve the stream): see
-    :func:`.stream_failover.lost_connection` (a lost socket or refused connect, 320
+    :func:`.failover.lost_connection` (a lost socket or refused connect, 320
     CONNECTION_FORCED, or a node whose replica of the stream is not running: 406/506 on
     RabbitMQ 3.10 while a stopped node's replicas restart, right after ``start_app``, and during
     a re-election)."""
-    from .stream_failover import lost_connection
+    from .failover import lost_connection
 
     return lost_connection(e)
 
 
 def read_range(options: StreamOptions, stream: str, start: int, end: int,
                connect_fn=None) -> Iterator:
-    """Yield ``pyarrow.RecordBatch``es (:func:`.schema.arrow_schema` of ``options.columns``)
+    """Yield ``pyarrow.RecordBatch``es (:func:`spark_amqp.spark.schema.arrow_schema` of ``options.columns``)
     of the messages of ``stream`` with offsets in ``[start, end)`` (``end > start``), in
     offset order; the ``offset`` column holds each message's stream offset, ``queue`` the
     stream name.
@@ -203,7 +203,7 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
     "Streams") and goes on from the offset after the last one yielded, so each offset is
     yielded exactly once; with back-off, for at most ``failoverTimeout`` seconds (default
     :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then
-    :class:`.stream_failover.StreamBrokerUnreachable` is raised (from the last error, which
+    :class:`.failover.StreamBrokerUnreachable` is raised (from the last error, which
     lists every address when there are several).
 
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
@@ -232,7 +232,7 @@ def read_range(options: StreamOptions, stream: str, start: int, end: int,
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since >= bound:
-                from .stream_failover import StreamBrokerUnreachable
+                from .failover import StreamBrokerUnreachable
 
                 raise StreamBrokerUnreachable(
                     f"amqp stream source: offsets [{progress['next']}, {end}) of stream "
@@ -253,7 +253,7 @@ def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
     """One connection's part of :func:`read_range`; ``progress["next"]`` is moved past the
     offsets of every batch yielded. A node that answers that its replica is not running is
     added to ``avoid`` (tried last by the next connect)."""
-    from .stream_failover import address_of, connect_avoiding, replica_unavailable
+    from .failover import address_of, connect_avoiding, replica_unavailable
 
     if end <= start:
         return

@@ -2,8 +2,8 @@
 another node (or the same one a moment later)", the address order after a node answered that
 it has no running replica, and the error a query fails with when no node serves it.
 
-Used by the driver's probe (:mod:`.stream_probe`, :mod:`.stream_reader`) and the executors'
-range reads (:mod:`.stream_consumer`). A stream has the same offsets on every replica (RabbitMQ
+Used by the driver's probe (:mod:`.probe`, :mod:`.reader`) and the executors'
+range reads (:mod:`.consumer`). A stream has the same offsets on every replica (RabbitMQ
 docs "Streams": replication), so any node with a running replica serves any read.
 
 RabbitMQ 3.10 answers ``basic.consume`` of a stream on a node whose replica is not running

@@ -42,13 +42,12 @@ import logging
 import time
 from typing import Any
 
+from ..timeouts import RPC_TIMEOUT
+
 __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
            "super_stream_partitions"]
 
-log = logging.getLogger("spark_amqp.spark.source.stream_reader")
-
-#: seconds a synchronous method may wait for its reply (see consumer.RPC_TIMEOUT)
-RPC_TIMEOUT = 60.0
+log = logging.getLogger(__name__)
 
 
 class StreamMissing(RuntimeError):
@@ -93,7 +92,7 @@ class StreamProbe:
     """
 
     def __init__(self, uri: str, client_kwargs: dict | None = None, connect_fn=None):
-        from .stream_failover import AddressErrors
+        from .failover import AddressErrors
 
         self.uri = uri
         # one round over the addresses per connect: the reader bounds the retries
@@ -112,7 +111,7 @@ class StreamProbe:
             if self.conn is not None:
                 self._bytes_before += getattr(self.conn, "_bytes_in", 0)
                 self.close()
-            from .stream_failover import connect_avoiding
+            from .failover import connect_avoiding
 
             connect_fn = self._connect_fn
             if connect_fn is None:
@@ -206,10 +205,10 @@ class StreamProbe:
         delivery. Channels are closed (consumers cancelled, nothing acked) before returning.
 
         A node answering that its replica of a stream is not running (or that it has none;
-        :func:`.stream_failover.replica_unavailable`) is tried last from then on, and the
+        :func:`.failover.replica_unavailable`) is tried last from then on, and the
         probe goes on at once on another node (each address once per call); any other
         connection error is recorded for its address and raised."""
-        from .stream_failover import address_of, replica_unavailable
+        from .failover import address_of, replica_unavailable
 
         tries = max(1, len(self.errors.addresses))
         for attempt in range(tries):

@@ -1,18 +1,18 @@
 """Stream mode of the ``amqp`` source: the driver plans offset ranges, executors read them.
 
 For RabbitMQ stream queues (``x-queue-type=stream``; option ``stream`` or ``superStream``,
-:mod:`.stream_options`). Unlike the queue mode (:mod:`.source`), no message passes through
-the driver and nothing depends on acks:
+:mod:`..stream_options`). Unlike the queue mode (:mod:`..queues.reader`), no message passes
+through the driver and nothing depends on acks:
 
 * the driver (Spark's long-lived source runner) learns each stream's tail with a probe
-  (:mod:`.stream_probe`: one chunk per probe, not the data) and plans batches
-  ``{"streams": {stream: next offset}}`` (:mod:`.stream_offsets`), honouring
+  (:mod:`.probe`: one chunk per probe, not the data) and plans batches
+  ``{"streams": {stream: next offset}}`` (:mod:`.offsets`), honouring
   ``maxMessagesPerTrigger`` (fair split), Trigger.AvailableNow (tails snapshotted when the
   run starts) and ``reportLatestOffset`` (the tails, so the progress shows the lag);
 * ``partitions(start, end)`` cuts the ranges into :class:`StreamRangePartition`s
   (``maxMessagesPerPartition``, ``minPartitions``);
 * ``read`` runs on the executors: each partition connects and consumes its own range
-  (:func:`.stream_consumer.read_range`).
+  (:func:`.consumer.read_range`).
 
 Guarantee: replaying a batch reads the same rows (an offset range of an append-only log), so
 with a checkpoint and an idempotent sink (the file sink, or ``foreachBatch`` keyed by batch id)
@@ -32,26 +32,15 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
-from .pacing import TriggerPacer
-from .stream_offsets import StreamOffset, plan_ends, split_ranges
-from .stream_options import EARLIEST, LATEST, StreamOptions, check_spec_streams
+from ..compat import ReadAllAvailable, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow
+from ..pacing import TriggerPacer
+from .offsets import StreamOffset, plan_ends, split_ranges
+from ..stream_options import EARLIEST, LATEST, StreamOptions, check_spec_streams
 
-try:  # PySpark >= 4.2
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
-                                                  SupportsTriggerAvailableNow)
-except ImportError:  # pragma: no cover - PySpark 4.0/4.1
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Placeholder on PySpark < 4.2."""
-try:  # PySpark >= 4.2
-    from pyspark.sql.streaming.datasource import ReadMinRows
-except ImportError:  # pragma: no cover
-    ReadMinRows = None  # type: ignore[assignment,misc]
+__all__ = ["AmqpStreamOffsetReader", "AmqpStreamBatchReader", "StreamRangePartition"]
 
-__all__ = ["AmqpStreamSourceReader", "AmqpStreamBatchReader", "StreamRangePartition"]
-
-log = logging.getLogger("spark_amqp.spark.source.stream_reader")
+log = logging.getLogger(__name__)
 
 #: seconds a probe waits for the first delivery before taking a stream as empty: short on a
 #: trigger (a miss only delays), longer where the answer is kept (start, AvailableNow, batch)
@@ -88,7 +77,7 @@ class _Planner:
             if self._probe_factory is not None:
                 self._probe = self._probe_factory(self.options)
             else:
-                from .stream_probe import StreamProbe
+                from .probe import StreamProbe
 
                 self._probe = StreamProbe(self.options.uri, self.options.client_kwargs())
         return self._probe
@@ -97,7 +86,7 @@ class _Planner:
         if self._streams is None:
             o = self.options
             if o.super_stream is not None:
-                from .stream_probe import super_stream_partitions
+                from .probe import super_stream_partitions
 
                 self._streams = tuple(super_stream_partitions(self.probe(), o.super_stream))
                 for key, spec in (("startingOffsets", o.starting), ("endingOffsets", o.ending)):
@@ -117,7 +106,7 @@ class _Planner:
         return self.tails((stream,), exact)[stream]
 
     def tails(self, streams, exact: bool) -> dict[str, int | None]:
-        """The tails of ``streams``, probed at once (see stream_probe.StreamProbe.tails)."""
+        """The tails of ``streams``, probed at once (see :meth:`.probe.StreamProbe.tails`)."""
         return self.probe().tails(streams, EXACT_WAIT if exact else TRIGGER_WAIT)
 
     def resolve(self, spec: Any, default: str, what: str) -> dict[str, int]:
@@ -183,15 +172,17 @@ def _read(options: StreamOptions, partition: StreamRangePartition) -> Iterator:
     """The rows of one range partition. A partition that is not a range is read as empty:
     when ``partitions()`` returns none (a batch read of empty streams), PySpark still reads one
     ``InputPartition(None)`` (pyspark/sql/worker/plan_data_source_read.py)."""
-    from .stream_consumer import read_range
+    from .consumer import read_range
 
     if getattr(partition, "stream", None) is None:
         return iter(())
     return read_range(options, partition.stream, partition.start, partition.end)
 
 
-class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream.format("amqp").option("stream", ...)`` (see the module doc).
+class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("amqp").option("stream", ...)``: the stream mode's stream
+    reader, planning offset ranges of stream queues (see the module doc; the queue mode's is
+    :class:`..queues.reader.AmqpQueueStreamReader`).
 
     ``options``: validated :class:`StreamOptions` (``endingOffsets`` is refused: batch only).
     ``probe_factory``: builds the driver's probe from the options (tests pass a fake).
@@ -260,7 +251,7 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
             from spark_amqp.protocol.errors import AMQPError
 
-            from .stream_probe import NotAStream
+            from .probe import NotAStream
 
             if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
                 raise
@@ -276,8 +267,8 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def failover_timeout(self) -> float:
         """The ``failoverTimeout`` option (seconds), or
-        :data:`.stream_failover.DEFAULT_PROBE_FAILOVER_TIMEOUT`."""
-        from .stream_failover import DEFAULT_PROBE_FAILOVER_TIMEOUT
+        :data:`.failover.DEFAULT_PROBE_FAILOVER_TIMEOUT`."""
+        from .failover import DEFAULT_PROBE_FAILOVER_TIMEOUT
 
         t = self.options.connection.get("failover_timeout")
         return DEFAULT_PROBE_FAILOVER_TIMEOUT if t is None else float(t)
@@ -286,9 +277,9 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """A failed tail probe: plan with the tails known so far and reconnect (every address,
         the nodes without a running replica last) at the next trigger; once the probes have
         failed for ``failoverTimeout`` seconds, raise
-        :class:`.stream_failover.StreamBrokerUnreachable` listing every address and its last
+        :class:`.failover.StreamBrokerUnreachable` listing every address and its last
         error (as the queue mode's ``BrokerUnreachable``)."""
-        from .stream_failover import StreamBrokerUnreachable
+        from .failover import StreamBrokerUnreachable
 
         probe = self._planner._probe
         if self._failing_since is None:
@@ -300,7 +291,7 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 errors.record(e)
                 where = f"{errors.redacted}: {errors.describe()}"
             else:
-                from ..connection_options import redact_uri
+                from ...connection_options import redact_uri
 
                 where = redact_uri(f"{type(e).__name__}: {e}")
             self._planner.close()
@@ -370,7 +361,7 @@ class AmqpStreamSourceReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return [StreamRangePartition(r.stream, r.start, r.end) for r in ranges]
 
     def read(self, partition: StreamRangePartition) -> Iterator:
-        """Executor side: consume the partition's range (see :mod:`.stream_consumer`)."""
+        """Executor side: consume the partition's range (see :mod:`.consumer`)."""
         return _read(self.options, partition)
 
     def commit(self, end: dict) -> None:
