@@ -1,11 +1,14 @@
-"""Helpers of the cluster failover tests: a paced publisher with confirms on one node, a
-queue-mode query recording every micro-batch (time, ids) through ``foreachBatch``."""
+"""Helpers of the cluster failover tests: a paced publisher with confirms on one node, queue-
+and stream-mode queries recording every micro-batch (time, ids) through ``foreachBatch``, and
+the fault-between-batches step the failover tests share."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 from spark_amqp.client import connect
 
@@ -15,6 +18,20 @@ QUORUM = {"x-queue-type": "quorum"}
 def declare_quorum(url: str, queue: str) -> None:
     with connect(url) as conn:
         conn.channel().queue_declare(queue, durable=True, arguments=QUORUM)
+
+
+def declare_stream(url: str, name: str) -> None:
+    with connect(url) as conn:
+        conn.channel().queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
+
+
+def held_in_stream(url: str, stream: str) -> list[bytes]:
+    """Every body ``stream`` holds, sorted, read with pika through ``url`` (an independent
+    view: use it once nothing writes to the stream any more)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+    from stream_helpers import pika_read_all
+
+    return sorted(b for _, b in pika_read_all(url, stream))
 
 
 def delete_queue(url: str, queue: str) -> None:
@@ -163,6 +180,39 @@ def start_query(spark, url: str, queue: str, log: BatchLog, checkpoint: str, **o
         reader = reader.option(k, str(v))
     return (reader.load().writeStream.foreachBatch(log).trigger(processingTime="500 milliseconds")
             .option("checkpointLocation", checkpoint).start())
+
+
+def stream_query(spark, url: str, stream: str, log: BatchLog, checkpoint: str,
+                 per_trigger: int = 1000, **options):
+    """A stream-mode query of ``stream`` from its first offset through ``url`` into ``log``
+    (``maxMessagesPerTrigger`` ``per_trigger``, processingTime 500 ms)."""
+    reader = (spark.readStream.format("amqp").option("uri", url).option("stream", stream)
+              .option("startingOffsets", "earliest")
+              .option("maxMessagesPerTrigger", str(per_trigger)))
+    for k, v in options.items():
+        reader = reader.option(k, str(v))
+    return (reader.load().writeStream.foreachBatch(log)
+            .trigger(processingTime="500 milliseconds")
+            .option("checkpointLocation", checkpoint).start())
+
+
+def fault_between_batches(pub: Publisher, log: BatchLog, query, fault, what: str,
+                          timeout: float = 120.0) -> tuple[float, float]:
+    """Start ``pub``, wait for two batches with rows, run ``fault()``, then wait for the first
+    batch holding an id published after it (two chunks past what was confirmed at the fault:
+    only a working connection can have delivered those). Returns ``(t_fault, t_next)``
+    (monotonic seconds); fails naming ``what`` and the query's error on a timeout."""
+    pub.start()
+    wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, timeout, "two batches", query)
+    assert pub.is_alive() and pub.error is None, (
+        f"the publisher is not writing at the fault (error: {pub.error}): the test needs one "
+        "that runs until stopped")
+    after = pub.confirmed + 2 * pub.chunk
+    t_fault = time.monotonic()
+    fault()
+    t_next = wait_until(lambda: log.with_id_after(t_fault, after), timeout,
+                        f"a batch with messages published after the {what}", query)
+    return t_fault, t_next
 
 
 def wait_until(pred, timeout: float, what: str, query=None, interval: float = 0.2):

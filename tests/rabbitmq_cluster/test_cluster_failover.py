@@ -9,17 +9,26 @@ is 10 s) and checks: 0 lost, duplicates at most the batches in flight.
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from cluster_helpers import BatchLog, Publisher, declare_quorum, delete_queue, start_query, wait_until
+from spark_amqp.client import connect
+
+from cluster_helpers import (BatchLog, Publisher, declare_quorum, declare_stream, delete_queue,
+                             fault_between_batches, held_in_stream, start_query, stream_query,
+                             wait_until)
 
 pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq_cluster]
 
-N = 20000
+#: the publishers run until stopped once the fault is over (a fixed count could all be
+#: published before the fault on a loaded machine, where a first batch took 20 s)
+UNTIL_STOPPED = 10**9
+#: messages/s of a publisher: below what the query reads on a loaded 2-core machine (1,000 per
+#: trigger, 1-2 s a batch there), so no backlog builds up and "the first batch holding an id
+#: published after the fault" measures the failover, not the time to drain a backlog (at
+#: 1,500/s it measured 44.8 s in a run beside other Spark work, against 6 s quiet)
+RATE = 500
 PER_TRIGGER = 1000
 #: a loss replays at most the batch run but not acked plus the one planned: 2 batches
 MAX_DUPLICATES = 2 * PER_TRIGGER
@@ -28,44 +37,40 @@ MAX_DUPLICATES = 2 * PER_TRIGGER
 def _read_through_a_fault(spark, cluster, unique, tmp_path, capsys, fault, heal=None,
                           url=None, **options):
     """Query reading a quorum queue led by node 2 and connected to node 2 first; publisher on
-    node 4; ``fault()`` after two batches; returns the seconds from the fault to the next
-    batch with rows."""
+    node 4 writing until stopped after the failover; ``fault()`` after two batches; returns
+    the seconds from the fault to the next batch with rows."""
     n2, _, n4 = cluster.nodes
     q = unique("qq-failover")
     declare_quorum(cluster.node_url(n2), q)
     log = BatchLog()
-    pub = Publisher(cluster.node_url(n4), q, N, rate=1500)
+    # runs until stopped: on a loaded machine the first batch can take longer than a fixed
+    # number of messages takes to publish, and the fault must come while it writes
+    pub = Publisher(cluster.node_url(n4), q, UNTIL_STOPPED, rate=RATE)
     query = start_query(spark, url or cluster.url(), q, log, str(tmp_path / "cp"),
                         maxMessagesPerTrigger=PER_TRIGGER, shuffleAddresses="false",
                         connectionTimeout=3, **options)
     try:
-        pub.start()
-        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120,
-                   "two batches before the fault", query)
-        assert pub.confirmed < N, "the publisher finished before the fault: raise N"
-        t_fault = time.monotonic()
-        after = pub.confirmed + 2 * pub.chunk  # published after the fault
-        fault()
-        t_next = wait_until(lambda: log.with_id_after(t_fault, after), 120,
-                            "a batch with messages published after the fault", query)
+        t_fault, t_next = fault_between_batches(pub, log, query, fault, "fault")
         failover = t_next - t_fault
         if heal is not None:
             heal()
-        pub.join(120)
+        pub.stop()  # it wrote before, through and after the fault
         assert pub.error is None, pub.error
-        wait_until(lambda: log.distinct() >= N, 180, f"all {N} ids", query)
-        time.sleep(1.5)  # a few more triggers: nothing beyond N may appear
+        n = pub.confirmed
+        wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids", query)
+        time.sleep(1.5)  # a few more triggers: nothing beyond n may appear
         ids = set(log.ids())
-        assert ids == {b"%08d" % i for i in range(N)}, "lost or foreign ids"
+        assert ids == {b"%08d" % i for i in range(n)}, "lost or foreign ids"
         dups = log.duplicates()
         assert dups <= MAX_DUPLICATES, f"{dups} duplicates > {MAX_DUPLICATES}"
         assert query.exception() is None
         with capsys.disabled():
             print(f"\n[cluster] {fault.__name__}: fault -> next batch {failover:.1f} s; "
-                  f"{N} ids, 0 lost, {dups} duplicates, {len(log.batches)} batches")
+                  f"{n} ids, 0 lost, {dups} duplicates, {len(log.batches)} batches")
         return failover
     finally:
         query.stop()
+        pub.stop(10)
         delete_queue(cluster.url(), q)
 
 
@@ -128,10 +133,7 @@ def test_every_node_down_longer_than_failover_timeout(spark, cluster, unique, tm
     n2, n3, n4 = cluster.nodes
     q, st = unique("qq-alldown"), unique("st-alldown")
     declare_quorum(cluster.node_url(n2), q)
-    from spark_amqp.client import connect
-
-    with connect(cluster.node_url(n2)) as conn:
-        conn.channel().queue_declare(st, durable=True, arguments={"x-queue-type": "stream"})
+    declare_stream(cluster.node_url(n2), st)
     n = 6000
     for name in (q, st):
         pub = Publisher(cluster.node_url(n4), name, n, rate=1e9, chunk=500)
@@ -139,19 +141,14 @@ def test_every_node_down_longer_than_failover_timeout(spark, cluster, unique, tm
         assert pub.error is None, pub.error
     log, log_s = BatchLog(), BatchLog()
     cp, cp_s = str(tmp_path / "cp"), str(tmp_path / "cp-s")
-    opts = dict(maxMessagesPerTrigger=PER_TRIGGER, failoverTimeout=5, connectionTimeout=3)
+    opts = dict(failoverTimeout=5, connectionTimeout=3)
 
-    def stream_query():
-        reader = (spark.readStream.format("amqp").option("uri", cluster.url())
-                  .option("stream", st).option("startingOffsets", "earliest"))
-        for k, v in opts.items():
-            reader = reader.option(k, str(v))
-        return (reader.load().writeStream.foreachBatch(log_s)
-                .trigger(processingTime="500 milliseconds").option("checkpointLocation", cp_s)
-                .start())
+    def queries():
+        return (start_query(spark, cluster.url(), q, log, cp, maxMessagesPerTrigger=PER_TRIGGER,
+                            **opts),
+                stream_query(spark, cluster.url(), st, log_s, cp_s, PER_TRIGGER, **opts))
 
-    query = start_query(spark, cluster.url(), q, log, cp, **opts)
-    s_query = stream_query()
+    query, s_query = queries()
     try:
         wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
         wait_until(lambda: log_s.distinct() >= n, 120, "the stream query caught up", s_query)
@@ -176,8 +173,7 @@ def test_every_node_down_longer_than_failover_timeout(spark, cluster, unique, tm
         cluster.start_app(node, wait=False)
     cluster.wait_running(cluster.nodes)
     cluster.wait_online([q, st])
-    query = start_query(spark, cluster.url(), q, log, cp, **opts)
-    s_query = stream_query()
+    query, s_query = queries()
     try:
         with connect(cluster.url()) as conn:  # 100 more after the restart
             ch = conn.channel()
@@ -215,8 +211,6 @@ def test_classic_queue_on_a_stopped_node_waits_for_its_node(spark, cluster, uniq
     messages are all there (0 lost)."""
     n2, n3, n4 = cluster.nodes
     q = unique("classic-failover")
-    from spark_amqp.client import connect
-
     with connect(cluster.node_url(n2)) as conn:
         conn.channel().queue_declare(q, durable=True)
     n = 4000
@@ -257,38 +251,24 @@ def test_stream_mode_node_stop_exactly_once(spark, cluster, unique, tmp_path, ca
     (a stream has the same offsets on every replica): every message exactly once."""
     n2, _, n4 = cluster.nodes
     s = unique("st-failover")
-    from spark_amqp.client import connect
-
-    with connect(cluster.node_url(n2)) as conn:
-        conn.channel().queue_declare(s, durable=True, arguments={"x-queue-type": "stream"})
-    n = 12000
-    pub = Publisher(cluster.node_url(n4), s, n, rate=1500)
+    declare_stream(cluster.node_url(n2), s)
+    pub = Publisher(cluster.node_url(n4), s, UNTIL_STOPPED, rate=RATE)
     log = BatchLog()
-    query = (spark.readStream.format("amqp").option("uri", cluster.url())
-             .option("stream", s).option("startingOffsets", "earliest")
-             .option("maxMessagesPerTrigger", "1000").option("shuffleAddresses", "false")
-             .option("connectionTimeout", "3").load()
-             .writeStream.foreachBatch(log).trigger(processingTime="500 milliseconds")
-             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    query = stream_query(spark, cluster.url(), s, log, str(tmp_path / "cp"), PER_TRIGGER,
+                         shuffleAddresses="false", connectionTimeout=3)
     try:
-        pub.start()
-        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
-        after = pub.confirmed + 2 * pub.chunk
-        t_stop = time.monotonic()
-        cluster.stop_app(n2)
-        t_next = wait_until(lambda: log.with_id_after(t_stop, after), 120,
-                            "a batch with messages published after the stop", query)
+        t_stop, t_next = fault_between_batches(pub, log, query, lambda: cluster.stop_app(n2),
+                                               "stop")
         cluster.start_app(n2)
-        pub.join(120)
+        pub.stop()  # it wrote before, through and after the stop
         assert pub.error is None, pub.error
+        n = pub.confirmed
         wait_until(lambda: log.distinct() >= n, 180, f"all {n} ids", query)
         time.sleep(1.5)
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
-        from stream_helpers import pika_read_all
-
-        held = sorted(b for _, b in pika_read_all(cluster.node_url(n4), s))  # what the stream holds
+        held = held_in_stream(cluster.node_url(n4), s)  # what the stream holds
     finally:
         query.stop()
+        pub.stop(10)
         delete_queue(cluster.url(), s)
     ids = log.ids()
     assert set(held) == {b"%08d" % i for i in range(n)}, "the stream lacks published ids"

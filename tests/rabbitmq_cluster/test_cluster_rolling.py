@@ -17,45 +17,20 @@ every committed sink batch is in the target queue (distinct bodies and message i
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from cluster_helpers import (BatchLog, Publisher, declare_quorum, delete_queue, drain,
-                             start_query, wait_until)
+from cluster_helpers import (BatchLog, Publisher, declare_quorum, declare_stream, delete_queue,
+                             drain, fault_between_batches, held_in_stream, start_query,
+                             stream_query, wait_until)
 
 pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq_cluster]
 
 PER_TRIGGER = 1000
 RATE = 400  # messages/s of each publisher
 SINK_ROWS = 200  # rows per sink batch (rate-micro-batch)
-
-
-def _declare_stream(url: str, name: str) -> None:
-    from spark_amqp.client import connect
-
-    with connect(url) as conn:
-        conn.channel().queue_declare(name, durable=True, arguments={"x-queue-type": "stream"})
-
-
-def _stream_query(spark, url: str, stream: str, log: BatchLog, checkpoint: str, **options):
-    reader = (spark.readStream.format("amqp").option("uri", url).option("stream", stream)
-              .option("startingOffsets", "earliest")
-              .option("maxMessagesPerTrigger", str(PER_TRIGGER)))
-    for k, v in options.items():
-        reader = reader.option(k, str(v))
-    return (reader.load().writeStream.foreachBatch(log)
-            .trigger(processingTime="500 milliseconds")
-            .option("checkpointLocation", checkpoint).start())
-
-
-def _held(url: str, stream: str) -> list:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
-    from stream_helpers import pika_read_all
-
-    return sorted(b for _, b in pika_read_all(url, stream))
 
 
 def _committed(checkpoint: str) -> int:
@@ -73,14 +48,14 @@ def test_rolling_restart_under_queue_stream_and_sink_queries(spark, cluster, uni
     qq, st, target = unique("qq-rolling"), unique("st-rolling"), unique("qq-rolling-sink")
     for q in (qq, target):
         declare_quorum(cluster.node_url(n2), q)
-    _declare_stream(cluster.node_url(n2), st)
+    declare_stream(cluster.node_url(n2), st)
     pub_q = Publisher(url, qq, 10**9, rate=RATE, retries=20, confirm_timeout=10)
     pub_s = Publisher(url, st, 10**9, rate=RATE, retries=20, confirm_timeout=10)
     log_q, log_s = BatchLog(), BatchLog()
     opts = dict(connectionTimeout=3, heartbeat=5)
     q_query = start_query(spark, url, qq, log_q, str(tmp_path / "cp-q"),
                           maxMessagesPerTrigger=PER_TRIGGER, **opts)
-    s_query = _stream_query(spark, url, st, log_s, str(tmp_path / "cp-s"), **opts)
+    s_query = stream_query(spark, url, st, log_s, str(tmp_path / "cp-s"), PER_TRIGGER, **opts)
     sink_cp = str(tmp_path / "cp-sink")
     sink = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", SINK_ROWS)
             .option("numPartitions", 2).load()
@@ -146,7 +121,7 @@ def test_rolling_restart_under_queue_stream_and_sink_queries(spark, cluster, uni
         sink.stop()
         committed_rows = _committed(sink_cp) * SINK_ROWS
         in_target = drain(url, target)
-        held = _held(cluster.node_url(n2), st)
+        held = held_in_stream(cluster.node_url(n2), st)
     finally:
         for q in queries:
             q.stop()
@@ -192,21 +167,16 @@ def test_stream_mode_kill9_of_the_streams_leader(spark, cluster, unique, tmp_pat
     after it is printed and bounded."""
     n2 = cluster.nodes[0]
     st = unique("st-kill9")
-    _declare_stream(cluster.node_url(n2), st)
+    declare_stream(cluster.node_url(n2), st)
     leader = wait_until(lambda: cluster.leader(st), 60, f"a leader of {st}")
     url = cluster.url([leader] + [x for x in cluster.nodes if x != leader])
-    pub = Publisher(cluster.url(), st, 10**9, rate=1000, retries=10, confirm_timeout=10)
+    pub = Publisher(cluster.url(), st, 10**9, rate=RATE, retries=10, confirm_timeout=10)
     log = BatchLog()
-    query = _stream_query(spark, url, st, log, str(tmp_path / "cp"), connectionTimeout=3,
-                          heartbeat=5, shuffleAddresses="false")
+    query = stream_query(spark, url, st, log, str(tmp_path / "cp"), PER_TRIGGER,
+                         connectionTimeout=3, heartbeat=5, shuffleAddresses="false")
     try:
-        pub.start()
-        wait_until(lambda: sum(1 for _, b in log.batches if b) >= 2, 120, "two batches", query)
-        after = pub.confirmed + 2 * pub.chunk
-        t_kill = time.monotonic()
-        cluster.kill9(leader)
-        t_next = wait_until(lambda: log.with_id_after(t_kill, after), 120,
-                            "a batch with messages published after the kill", query)
+        t_kill, t_next = fault_between_batches(pub, log, query, lambda: cluster.kill9(leader),
+                                               "kill")
         new_leader = cluster.leader(st)
         assert pub.error is None, pub.error
         pub.stop()
@@ -216,7 +186,7 @@ def test_stream_mode_kill9_of_the_streams_leader(spark, cluster, unique, tmp_pat
         time.sleep(1.5)
         assert query.exception() is None, query.exception()
         others = [x for x in cluster.nodes if x != leader]
-        held = _held(cluster.node_url(others[0]), st)
+        held = held_in_stream(cluster.node_url(others[0]), st)
     finally:
         query.stop()
         pub.stop(10)
