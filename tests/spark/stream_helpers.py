@@ -3,10 +3,33 @@ refuses them), publish with pika, read ranges with pika (an independent reader).
 
 from __future__ import annotations
 
+import contextlib
+
 import pika
 import pytest
 
 from source_helpers import pika_conn
+
+
+@contextlib.contextmanager
+def stream_reader_conn(url: str):
+    """A pika connection for reading a stream: at close, pika cancels the consumer and nacks
+    the deliveries it holds but has not handed to the callback yet, which RabbitMQ answers on
+    a stream with 540 NOT_IMPLEMENTED "basic.nack and basic.reject not supported by stream
+    queues", closing the connection (a stream delivers whole chunks past the prefetch, so
+    some are always there; it failed test_read_range_matches_pika about one run in four on a
+    busy machine). That answer at close is ignored: what was read is complete by then."""
+    c = pika_conn(url)
+    try:
+        yield c
+    finally:
+        try:
+            c.close()
+        except pika.exceptions.ConnectionClosedByBroker as e:
+            if e.reply_code != 540:
+                raise
+        except pika.exceptions.ConnectionWrongStateError:
+            pass
 
 
 def declare_stream(url: str, name: str, arguments=None) -> None:
@@ -42,7 +65,7 @@ def pika_read(url: str, stream: str, start: int, end: int, timeout: float = 30.0
         if off >= end - 1:
             done.append(True)
 
-    with pika_conn(url) as c:
+    with stream_reader_conn(url) as c:
         ch = c.channel()
         ch.basic_qos(prefetch_count=1000)
         ch.basic_consume(stream, on_message, arguments={"x-stream-offset": start})
@@ -84,7 +107,7 @@ def pika_read_all(url: str, stream: str, quiet: float = 2.0, timeout: float = 60
         out.append((int(p.headers["x-stream-offset"]), b))
         ch.basic_ack(m.delivery_tag)
 
-    with pika_conn(url) as c:
+    with stream_reader_conn(url) as c:
         ch = c.channel()
         ch.basic_qos(prefetch_count=1000)
         ch.basic_consume(stream, on_message, arguments={"x-stream-offset": "first"})
