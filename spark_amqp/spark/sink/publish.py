@@ -150,8 +150,10 @@ class TaskPublisher:
             if o.super_stream is not None:
                 self._partitions = self._count_partitions(o.super_stream)
             ch.confirm_select()
-            # the window is enforced here (_wait_window, bounded by confirmTimeoutMs), not by
-            # the client's max_in_flight, whose wait has no timeout
+            # the maxInFlight window is the client's: publish_batch waits for room, at most
+            # confirmTimeoutMs (then ConfirmTimeout), and wakes on the confirm that makes room
+            ch.max_in_flight = o.max_in_flight
+            ch.window_timeout = o.confirm_timeout
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise self._error("could not open a confirm-mode channel", exc) from exc
         self._ch = ch
@@ -297,10 +299,20 @@ class TaskPublisher:
 
     def _send_chunk(self, chunk: list) -> None:
         """Publish ``chunk`` on the current channel, remembering each message by its sequence
-        number until it is confirmed (for :meth:`_reconnect`)."""
+        number until it is confirmed (for :meth:`_reconnect`). The channel's ``publish_batch``
+        waits until the chunk fits in the ``maxInFlight`` window (the client's
+        ``max_in_flight``), at most ``confirmTimeoutMs`` (the client's ``window_timeout``):
+        a broker that stops confirming (e.g. a memory alarm blocking publishers, RabbitMQ docs
+        "Memory and Disk Alarms") fails the task instead of hanging it.
+
+        Raises:
+            AmqpSinkError: the window stayed full for ``confirmTimeoutMs``.
+            the channel's error: it closed, or the connection was lost (ConnectionLost).
+        """
+        from ...client.errors import ConfirmTimeout
+
         ch = self._ch
         self._chunk_recorded = False
-        self._wait_window(len(chunk))
         sent = self._sent
         oldest = ch.oldest_unconfirmed
         while sent and sent[0][0] < oldest:
@@ -308,7 +320,10 @@ class TaskPublisher:
         base = ch.next_publish_seq
         sent.extend(zip(range(base, base + len(chunk)), chunk))
         self._chunk_recorded = True
-        ch.publish_batch(chunk)
+        try:
+            ch.publish_batch(chunk)
+        except ConfirmTimeout as exc:
+            raise self._window_full(exc.outstanding) from exc
 
     def _reconnect(self, exc: BaseException, unsent=()) -> bool:
         """After a lost connection: reconnect (another broker address) and publish again every
@@ -319,7 +334,8 @@ class TaskPublisher:
 
         lost = (isinstance(exc, OSError) and not isinstance(exc, TimeoutError)) \
             or isinstance(exc, ConnectionForced)
-        if not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None:
+        if (not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None
+                or self._blocked_error is not None):  # the watchdog ended the connection
             return False
         old_ch, old_conn = self._ch, self._conn
         unconfirmed = old_ch.unconfirmed()
@@ -353,35 +369,15 @@ class TaskPublisher:
         self.republished += len(again)
         return True
 
-    def _wait_window(self, need: int) -> None:
-        """Block until ``need`` more publishes fit in the ``maxInFlight`` window.
-
-        Polls the channel's ``in_flight`` count (the I/O thread settles confirms meanwhile)
-        so that the wait is bounded by ``confirmTimeoutMs`` - a broker that stops confirming
-        (e.g. a memory alarm blocking publishers, RabbitMQ docs "Memory and Disk Alarms")
-        fails the task instead of hanging it. Raises the channel's error if it closed.
-        """
-        ch = self._ch
-        window = self.options.max_in_flight
-        if ch.in_flight + need <= window:
-            return
-        deadline = time.monotonic() + self.options.confirm_timeout
-        sleep = 0.0002
-        while ch.in_flight + need > window:
-            if self._blocked_error is not None:
-                raise self._blocked_error
-            err = ch.error
-            if err is not None:
-                raise err
-            if time.monotonic() > deadline:
-                raise AmqpSinkError(
-                    f"amqp sink {self.task}: {ch.in_flight} of {self.stats.published} publish(es) "
-                    f"stayed unconfirmed for confirmTimeoutMs="
-                    f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
-                    f"{window} window full{self._blocked_note()}; the broker may be blocked "
-                    "(memory/disk alarm) or overloaded; the task fails so that Spark retries it")
-            time.sleep(sleep)
-            sleep = min(sleep * 2, 0.002)
+    def _window_full(self, in_flight: int) -> AmqpSinkError:
+        """The error of a ``maxInFlight`` window that stayed full (``in_flight`` publishes
+        unconfirmed) for ``confirmTimeoutMs``."""
+        return AmqpSinkError(
+            f"amqp sink {self.task}: {in_flight} of {self.stats.published} publish(es) "
+            f"stayed unconfirmed for confirmTimeoutMs="
+            f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
+            f"{self.options.max_in_flight} window full{self._blocked_note()}; the broker may be "
+            "blocked (memory/disk alarm) or overloaded; the task fails so that Spark retries it")
 
     def finish(self) -> TaskStats:
         """Wait until every publish is confirmed; return the task's :class:`TaskStats`.
