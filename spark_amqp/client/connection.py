@@ -1,6 +1,7 @@
-"""The blocking AMQP 0-9-1 client connection: socket, handshake, I/O thread, heartbeats.
+"""The blocking AMQP 0-9-1 client connection: socket, I/O thread, heartbeats.
 
-One background I/O thread per connection reads the socket (64 KiB per ``recv``), feeds the
+The negotiation is :func:`.handshake.negotiate` (run in the connecting thread). Then one
+background I/O thread per connection reads the socket (64 KiB per ``recv``), feeds the
 sans-IO :class:`~spark_amqp.protocol.Decoder`, answers heartbeats and dispatches every event
 to its channel: synchronous replies wake the caller waiting on that channel, deliveries are
 appended to the channel's buffer (or given to a consumer callback), publisher confirms and
@@ -21,33 +22,22 @@ import random
 import ssl
 import threading
 import time
-from collections import deque
 from typing import Any, Callable
 
-from .._version import __version__
-from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
+from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
 from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
-from .errors import ConnectionClosed, ConnectionLost, ProtocolMismatch, copy_error
+from .errors import (ConnectionClosed, ConnectionLost, ProtocolMismatch, close_text,
+                     connection_level, copy_error)
+from .handshake import CLIENT_CAPABILITIES, negotiate
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
 from .uri import ConnectionParameters, format_address, parse_uri
 
 __all__ = ["Connection", "connect", "AllAddressesFailed", "CLIENT_CAPABILITIES"]
 
 log = logging.getLogger("spark_amqp.client")
-
-#: Capabilities announced in connection.start-ok (RabbitMQ docs "Client Capabilities").
-CLIENT_CAPABILITIES = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-}
 
 _monotonic = time.monotonic
 _HEARTBEAT = encode_heartbeat()
@@ -259,103 +249,16 @@ class Connection:
         self._io_thread.start()
 
     def _handshake(self, where: str) -> None:
-        """Connection negotiation, spec §2.2.4: header, start/start-ok, [secure], tune/tune-ok,
-        open/open-ok, driven through the protocol state machine. Runs in the connecting
-        thread before the I/O thread starts."""
-        p = self.params
-        tr = self._transport
-        sm = self._sm
-        assert tr is not None
-        events: deque = deque()
-        first = [True]
-        mech = p.auth_mechanisms[0]
-
-        def next_method(expect: str):
-            while not events:
-                data = tr.recv()
-                if not data and not tr.eof:
-                    continue  # TLS: a partial record
-                if not data:
-                    if expect in ("connection.tune", "connection.secure"):
-                        # brokers without the authentication_failure_close capability
-                        # (RabbitMQ < 3.2, others) drop the socket on a bad login, but so does
-                        # a failing network or broker: say both (pika raises the same guess,
-                        # ProbableAuthenticationError). RabbitMQ with the capability sends
-                        # connection.close 403 ACCESS_REFUSED first, handled below.
-                        raise _hard(AccessRefused(
-                            f"the broker at {where} closed the connection during "
-                            f"authentication: user {p.username!r} or its password is probably "
-                            f"wrong (mechanism {mech}), or the network/broker failed"))
-                    raise ConnectionLost(f"the broker at {where} closed the connection while "
-                                         f"this client waited for {expect}")
-                if first[0]:
-                    first[0] = False
-                    if data[:4] == b"AMQP":
-                        raise ProtocolMismatch(
-                            f"the server at {where} does not speak AMQP 0-9-1: it answered with "
-                            f"protocol header {data[:8]!r}")
-                events.extend(sm.receive_data(data))
-            ev = events.popleft()
-            if not isinstance(ev, MethodFrame) or ev.channel != 0:
-                raise ConnectionLost(f"unexpected frame {ev!r} from {where} during the handshake")
-            m = ev.method
-            if type(m) is _Close:
-                self._send_method(0, _CloseOk(), handshake=True)
-                err = error_from_close(m)
-                err.reply_text = _close_text(m, where)
-                raise err
-            return m
-
-        self._send_raw(sm.initiate())
-        start = next_method("connection.start")
-        if type(start) is not spec.Connection.Start:
-            raise ConnectionLost(f"expected connection.start from {where}, got {start.NAME}")
-        self.server_properties = start.server_properties or {}
-        offered = start.mechanisms.decode("utf-8", "replace").split()
-        for m in p.auth_mechanisms:
-            if m in offered:
-                mech = m
-                break
-        else:
-            raise _hard(AccessRefused(
-                f"the broker at {where} offers SASL mechanisms {offered}; none of the requested "
-                f"{list(p.auth_mechanisms)} (auth_mechanism): change auth_mechanism or enable "
-                "the mechanism on the broker"))
-        props = {
-            "product": "spark-amqp",
-            "version": __version__,
-            "platform": "Python",
-            "capabilities": dict(CLIENT_CAPABILITIES),
-        }
-        props.update(p.client_properties)
-        response = _auth_response(mech, p.username, p.password)
-        self._send_method(0, spec.Connection.StartOk(props, mech, response, "en_US"), handshake=True)
-        m = next_method("connection.tune")
-        while type(m) is spec.Connection.Secure:
-            # PLAIN/AMQPLAIN/EXTERNAL need no challenge round; answer with the same response
-            self._send_method(0, spec.Connection.SecureOk(response), handshake=True)
-            m = next_method("connection.tune")
-        if type(m) is not spec.Connection.Tune:
-            raise ConnectionLost(f"expected connection.tune from {where}, got {m.NAME}")
-        # spec §connection.tune-ok: the lower non-zero value; 0 = no limit
-        wire_channel_max = _negotiate(p.channel_max, m.channel_max)
-        self.channel_max = wire_channel_max or 65535
-        self.frame_max = _negotiate(p.frame_max, m.frame_max)
-        if p.heartbeat is None:
-            hb = m.heartbeat  # accept the server's proposal (RabbitMQ: 60 s)
-        elif p.heartbeat == 0:
-            hb = 0  # disabled on request, as pika does; RabbitMQ accepts tune-ok heartbeat 0
-        else:
-            hb = min(p.heartbeat, m.heartbeat) if m.heartbeat else p.heartbeat
-        self.heartbeat = hb
-        self._send_method(0, spec.Connection.TuneOk(wire_channel_max, self.frame_max, hb),
-                          handshake=True)
-        self._send_method(0, spec.Connection.Open(p.vhost, "", False), handshake=True)
-        m = next_method("connection.open-ok")
-        if type(m) is not spec.Connection.OpenOk:
-            raise ConnectionLost(f"expected connection.open-ok from {where}, got {m.NAME}")
-        if events:  # frames pipelined after open-ok (none expected)
-            self._dispatch(list(events))
+        """Connection negotiation (:func:`.handshake.negotiate`, spec §2.2.4) in the
+        connecting thread, before the I/O thread starts; keeps the negotiated values."""
+        n = negotiate(self._transport, self._sm, self.params, where,  # type: ignore[arg-type]
+                      self._send_raw)
+        self.server_properties = n.server_properties
+        self.channel_max = n.channel_max
+        self.frame_max = n.frame_max
+        self.heartbeat = n.heartbeat
+        if n.events:  # frames pipelined after open-ok (none expected)
+            self._dispatch(n.events)
 
     def _send_raw(self, data: bytes) -> None:
         with self._write_lock:
@@ -491,7 +394,7 @@ class Connection:
                 except (OSError, AMQPError):
                     pass
                 cause = exc
-                exc = _hard(error_for_code(
+                exc = connection_level(error_for_code(
                     exc.reply_code, "this client detected a protocol violation by the broker and "
                     f"closed the connection: {exc.reply_text}", exc.class_id, exc.method_id))
                 exc.__cause__ = cause  # callers may look for e.g. BodyTooLarge
@@ -623,7 +526,7 @@ class Connection:
             except (OSError, AMQPError, ConnectionClosed):
                 pass  # ConnectionClosed: close() already gave up and is draining the socket
             err = error_from_close(m)
-            err.reply_text = _close_text(m, self.params.redacted_uri())
+            err.reply_text = close_text(m, self.params.redacted_uri())
             self._lost(err)
             return True
         if t is _CloseOk:
@@ -947,43 +850,6 @@ class _CloseWatch:
 
     def silent(self) -> float:
         return _monotonic() - self.last
-
-
-def _negotiate(client: int, server: int) -> int:
-    """Lower non-zero of the two (0 = no limit) — spec §connection.tune-ok."""
-    if not client:
-        return server
-    if not server:
-        return client
-    return min(client, server)
-
-
-def _auth_response(mechanism: str, username: str, password: str) -> bytes:
-    """SASL response: PLAIN (RFC 4616: ``\\0user\\0password``), EXTERNAL (empty: identity
-    from the client certificate, RabbitMQ's rabbitmq_auth_mechanism_ssl plugin), AMQPLAIN
-    (a field table LOGIN/PASSWORD without its length prefix, RabbitMQ docs)."""
-    if mechanism == "PLAIN":
-        return b"\x00" + username.encode("utf-8") + b"\x00" + password.encode("utf-8")
-    if mechanism == "EXTERNAL":
-        return b""
-    if mechanism == "AMQPLAIN":
-        return encode_table({"LOGIN": username, "PASSWORD": password})[4:]
-    raise ValueError(f"unsupported auth mechanism {mechanism!r}")
-
-
-def _close_text(m, where: str) -> str:
-    text = m.reply_text
-    if m.reply_code == 403:
-        text += f" (user or password wrong, or no permission; connecting to {where})"
-    elif m.reply_code == 530:
-        text += f" (check the vhost and the user's permissions on it; connecting to {where})"
-    return text
-
-
-def _hard(err: AMQPError) -> AMQPError:
-    """Mark an error raised during the handshake as connection-level (no channel exists)."""
-    err.connection_level = True
-    return err
 
 
 def _safe_call(cb, *args) -> None:
