@@ -1,12 +1,15 @@
-"""The blocking AMQP 0-9-1 client connection: socket, I/O thread, heartbeats.
+"""The blocking AMQP 0-9-1 client connection: socket, I/O thread, heartbeats, back-pressure.
 
 The negotiation is :func:`.handshake.negotiate` (run in the connecting thread). Then one
-background I/O thread per connection reads the socket (64 KiB per ``recv``), feeds the
-sans-IO :class:`~spark_amqp.protocol.Decoder`, answers heartbeats and dispatches every event
-to its channel: synchronous replies wake the caller waiting on that channel, deliveries are
-appended to the channel's buffer (or given to a consumer callback), publisher confirms and
-returns update the channel's confirm state. Callers' threads write frames themselves under
-one write lock (``sendall``), so publishing never hands off to another thread.
+background I/O thread per connection moves bytes: it reads the socket (64 KiB per ``recv``),
+feeds the sans-IO state machine (:class:`~spark_amqp.protocol.connection.AMQPConnection`) and
+dispatches every event to its channel: synchronous replies wake the caller waiting on that
+channel, deliveries are appended to the channel's buffer (or given to a consumer callback),
+publisher confirms and returns update the channel's confirm state. Its policies are separate
+methods: heartbeats (:meth:`Connection._heartbeat_tick`, timed by the state machine's
+heartbeat deadline) and the read limit (:meth:`Connection.set_read_limit`). Callers' threads
+write frames themselves under one write lock (``sendall``), so publishing never hands off to
+another thread.
 
 Protocol sources: AMQP 0-9-1 spec §2.2.4 (connection negotiation), §4.2.7 (heartbeats),
 §4.2.3 (frames); RabbitMQ docs "Connections" / "Detecting Dead TCP Connections with
@@ -24,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, spec
+from ..protocol import ContentMessage, MethodFrame, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
 from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
@@ -40,7 +43,6 @@ __all__ = ["Connection", "connect", "AllAddressesFailed", "CLIENT_CAPABILITIES"]
 log = logging.getLogger("spark_amqp.client")
 
 _monotonic = time.monotonic
-_HEARTBEAT = encode_heartbeat()
 _FIRST_FAILOVER_BACKOFF = 0.5  # seconds between rounds over the addresses, doubling ...
 _MAX_FAILOVER_BACKOFF = 5.0  # ... up to this
 _Close = spec.Connection.Close
@@ -325,62 +327,11 @@ class Connection:
     # ------------------------------------------------------------------ I/O thread
 
     def _io_loop(self) -> None:
+        """The I/O thread: :meth:`_read_loop` until the connection ends; what ended it becomes
+        the connection's error (a protocol violation by the broker is reported to it first)."""
         self._io_ident = threading.get_ident()
-        tr = self._transport
-        assert tr is not None
-        recv = tr.recv
-        wait = tr.wait_readable
-        receive = self._sm.receive_data
-        sm_lock = self._sm_lock
-        dispatch = self._dispatch
-        hb = self.heartbeat
-        wlock = self._write_lock
-        last_recv = _monotonic()
         try:
-            while True:
-                if hb:
-                    now = _monotonic()
-                    if now - self._last_send >= hb / 2.0 and wlock.acquire(False):
-                        # not blocking: a writer holding the lock is sending anyway (and may be
-                        # stuck while RabbitMQ blocks publishers; keep reading meanwhile)
-                        try:
-                            tr.send(_HEARTBEAT)
-                            self._last_send = now
-                        except OSError:
-                            pass  # reported by the read side
-                        finally:
-                            wlock.release()
-                    send_in = max(hb / 2.0 - (now - self._last_send), 0.05)
-                    dead_in = 2 * hb - (now - last_recv)
-                    if not wait(max(min(send_in, dead_in), 0.0)):
-                        # declared dead only after a wait that found nothing to read, so a slow
-                        # consumer callback (run in this thread) cannot cause a false alarm
-                        silent = _monotonic() - last_recv
-                        if silent >= 2 * hb:
-                            raise ConnectionLost(
-                                f"no data from {self.params.redacted_uri()} for {silent:.1f} s "
-                                f"(heartbeat {hb} s, 2 intervals missed): the broker or the "
-                                "network is dead")
-                        continue
-                if self._read_limit is not None and self._over_read_limit():
-                    self._pause_reading(hb)
-                    last_recv = _monotonic()  # bytes waiting in the socket are not silence
-                    continue
-                data = recv()
-                if not data:
-                    if not tr.eof:
-                        continue  # TLS: a partial record, nothing to decode yet
-                    if self._closing:
-                        return
-                    raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
-                                         "without connection.close")
-                self._bytes_in += len(data)
-                if hb:
-                    last_recv = _monotonic()
-                with sm_lock:
-                    events = receive(data, 0.0)
-                if events and dispatch(events):
-                    return  # connection.close-ok / close handled
+            self._read_loop()
         except AMQPError as exc:
             # a protocol violation by the server (decoder) or a broker-side connection.close
             # (all state-machine/decoder errors are connection-level): report it to the broker
@@ -410,6 +361,91 @@ class Connection:
             self._lost(ConnectionLost(f"I/O thread crashed: {exc!r}"))
         finally:
             self._close_ok.set()
+
+    def _read_loop(self) -> None:
+        """Move bytes: wait for input (no longer than the heartbeat timer allows), read it,
+        decode it through the state machine, dispatch the events; stop reading while over the
+        read limit. Returns when the connection is finished (close-ok, the broker's
+        connection.close, EOF while closing); raises ConnectionLost (EOF, dead peer),
+        OSError or the state machine's AMQPError otherwise."""
+        tr = self._transport
+        assert tr is not None
+        recv = tr.recv
+        wait = tr.wait_readable
+        receive = self._sm.receive_data
+        sm_lock = self._sm_lock
+        dispatch = self._dispatch
+        hb = self.heartbeat
+        while True:
+            if hb:
+                timeout = self._heartbeat_tick()
+                if not wait(0.05 if timeout is None else timeout):
+                    # declared dead only after a wait that found nothing to read, so a slow
+                    # consumer callback (run in this thread) cannot cause a false alarm
+                    self._check_peer_alive()
+                    continue
+            if self._read_limit is not None and self._over_read_limit():
+                self._pause_reading()
+                continue
+            data = recv()
+            if not data:
+                if not tr.eof:
+                    continue  # TLS: a partial record, nothing to decode yet
+                if self._closing:
+                    return
+                raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
+                                     "without connection.close")
+            self._bytes_in += len(data)
+            now = _monotonic()
+            with sm_lock:
+                events = receive(data, now)
+            if events and dispatch(events):
+                return  # connection.close-ok / close handled
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeat_tick(self) -> float | None:
+        """I/O thread, heartbeats negotiated (AMQP 0-9-1 §4.2.7): tell the state machine when
+        this side last wrote (callers' threads write publishes and acks without it, noting
+        only ``_last_send``), write a heartbeat frame when its
+        :meth:`~spark_amqp.protocol.connection.AMQPConnection.heartbeat_action` asks for one
+        (nothing sent for half the interval), and return how long to wait before the next
+        tick: its :meth:`~spark_amqp.protocol.connection.AMQPConnection.heartbeat_deadline`
+        (seconds); 0.05 when a heartbeat was due but another thread holds the write lock (it
+        is writing anyway, and may be stuck while RabbitMQ blocks publishers: keep reading);
+        ``None`` when writing the heartbeat failed (the read side reports the broken socket).
+        """
+        sm = self._sm
+        # a float store without _sm_lock: racing a send_method it can only make the next
+        # heartbeat early, never late (_last_send is written after every write)
+        sm.note_sent(self._last_send)
+        now = _monotonic()
+        if sm.heartbeat_action(now) == "send":
+            wlock = self._write_lock
+            if not wlock.acquire(False):
+                return 0.05
+            try:
+                self._transport.send(sm.send_heartbeat(now))  # type: ignore[union-attr]
+                self._last_send = now
+            except OSError:
+                return None
+            finally:
+                wlock.release()
+        left = sm.heartbeat_deadline(now)
+        return self.heartbeat / 2.0 if left is None else left  # None: closed meanwhile
+
+    def _check_peer_alive(self) -> None:
+        """I/O thread, after a wait that found nothing to read: raise ConnectionLost when the
+        state machine counts the broker dead (nothing received for two heartbeat intervals;
+        RabbitMQ docs "Detecting Dead TCP Connections with Heartbeats")."""
+        sm = self._sm
+        now = _monotonic()
+        if sm.heartbeat_action(now) == "dead":
+            silent = now - sm.last_received
+            raise ConnectionLost(
+                f"no data from {self.params.redacted_uri()} for {silent:.1f} s "
+                f"(heartbeat {self.heartbeat} s, 2 intervals missed): the broker or the "
+                "network is dead")
 
     # ------------------------------------------------------------------ back-pressure
 
@@ -462,31 +498,30 @@ class Connection:
                 return False
         return held >= limit
 
-    def _pause_reading(self, hb: int) -> None:
-        """I/O thread: wait (sending heartbeats) until under the read limit again."""
+    def _pause_reading(self) -> None:
+        """I/O thread: wait (sending heartbeats) until under the read limit again. The
+        broker's input that waits in the socket meanwhile is not its silence: the state
+        machine counts it as heard from until reading resumes."""
         self.read_paused = True
         self.read_pauses += 1
         wake = self._read_wake
+        sm = self._sm
         try:
             while True:
                 wake.clear()
                 if not self._over_read_limit():
                     return
                 wait = 0.5
-                if hb:
-                    now = _monotonic()
-                    if now - self._last_send >= hb / 2.0 and self._write_lock.acquire(False):
-                        try:
-                            self._transport.send(_HEARTBEAT)  # type: ignore[union-attr]
-                            self._last_send = now
-                        except OSError:
-                            return  # reported by the read side
-                        finally:
-                            self._write_lock.release()
-                    wait = min(wait, max(hb / 2.0 - (now - self._last_send), 0.05))
+                if self.heartbeat:
+                    sm.note_received(_monotonic())
+                    left = self._heartbeat_tick()
+                    if left is None:
+                        return  # writing failed: reported by the read side
+                    wait = min(wait, left)
                 wake.wait(wait)
         finally:
             self.read_paused = False
+            sm.note_received(_monotonic())  # bytes waiting in the socket are not silence
 
     def _dispatch(self, events: list) -> bool:
         """Route decoded events; returns True when the connection is finished."""
