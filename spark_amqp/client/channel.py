@@ -105,6 +105,7 @@ class Channel:
         # confirms
         self._confirming = False
         self._confirms = ConfirmTracker()  # read and settled under _cond
+        self._keeping = False  # keep_unconfirmed(): the tracker keeps each publish's message
         self._returned: list[ReturnedMessage] = []
         # basic.publish frames (the method frame cached per exchange/routing key/mandatory)
         self._encode = PublishEncoder(channel_number, connection.frame_max).encode
@@ -596,6 +597,25 @@ class Channel:
         with self._cond:
             return self._confirms.unconfirmed()
 
+    def keep_unconfirmed(self) -> None:
+        """From now on keep every publish's message until the broker acks or nacks it, for
+        :meth:`unconfirmed_messages` (a publisher that publishes them again on a new
+        connection after losing this one: at-least-once). Call after :meth:`confirm_select`,
+        before publishing; ``RuntimeError`` otherwise."""
+        if not self._confirming:
+            raise RuntimeError("keep_unconfirmed() needs confirm mode: call confirm_select() first")
+        with self._cond:
+            self._confirms.keep_messages()
+        self._keeping = True
+
+    def unconfirmed_messages(self) -> list[tuple]:
+        """With :meth:`keep_unconfirmed`: the messages sent in confirm mode and not yet acked
+        or nacked, in publish order, each as a ``publish_batch`` item ``(body, exchange,
+        routing_key, properties, mandatory)`` (a new list; ``[]`` when not keeping). After a
+        lost connection: the publishes whose fate is unknown, to publish again."""
+        with self._cond:
+            return self._confirms.unconfirmed_messages()
+
     @property
     def in_flight(self) -> int:
         """Publishes sent in confirm mode and not yet acked/nacked (int)."""
@@ -649,7 +669,10 @@ class Channel:
         if self._confirming:
             if self.max_in_flight is not None:
                 self._wait_window(1)
-            seq = self._confirms.add(1)
+            if self._keeping:
+                seq = self._confirms.add(1, ((body, exchange, routing_key, properties, mandatory),))
+            else:
+                seq = self._confirms.add(1)
             self._conn._send(data)
             return seq
         self._conn._send(data)
@@ -673,28 +696,35 @@ class Channel:
         # with a window, write half-window chunks so one is in flight while the next is encoded
         chunk = max(1, limit // 2) if limit else 1 << 62
         seqs: list[int] | None = [] if confirming else None
+        kept: list[tuple] | None = [] if confirming and self._keeping else None
         parts: list[bytes] = []
         size = 0
         for item in messages:
             n = len(item)
             ex = item[1] if n > 1 and item[1] is not None else exchange
             rk = item[2] if n > 2 and item[2] is not None else routing_key
-            data = encode(item[0], ex, rk, item[3] if n > 3 else None, item[4] if n > 4 else False)
+            props = item[3] if n > 3 else None
+            mandatory = item[4] if n > 4 else False
+            data = encode(item[0], ex, rk, props, mandatory)
             parts.append(data)
+            if kept is not None:
+                kept.append((item[0], ex, rk, props, mandatory))
             size += len(data)
             if size >= 4 << 20 or len(parts) >= chunk:
-                self._flush_batch(parts, seqs)
+                self._flush_batch(parts, seqs, kept)
                 parts = []
+                kept = None if kept is None else []
                 size = 0
         if parts:
-            self._flush_batch(parts, seqs)
+            self._flush_batch(parts, seqs, kept)
         return seqs
 
-    def _flush_batch(self, parts: list[bytes], seqs: list[int] | None) -> None:
+    def _flush_batch(self, parts: list[bytes], seqs: list[int] | None,
+                     kept: list[tuple] | None = None) -> None:
         if seqs is not None:
             if self.max_in_flight is not None:
                 self._wait_window(len(parts))
-            first = self._confirms.add(len(parts))
+            first = self._confirms.add(len(parts), kept)
             seqs.extend(range(first, first + len(parts)))
         self._conn._send(b"".join(parts))
 

@@ -9,6 +9,11 @@ docs/confirms.md). RabbitMQ settles in order in practice, but the spec allows an
 tag above the oldest unconfirmed one is settled in place; duplicates of a settled tag are
 ignored.
 
+Optionally (:meth:`ConfirmTracker.keep_messages`) it also keeps each unconfirmed publish's
+message until the broker settles it, for a publisher that publishes them again on a new
+connection after losing this one (the fate of an unconfirmed publish is unknown then; RabbitMQ
+docs "Consumer Acknowledgements and Publisher Confirms": publishing again is at-least-once).
+
 Not thread-safe: the channel calls :meth:`ConfirmTracker.settle` from its I/O thread under its
 condition lock and reads the counts under the same lock; :meth:`ConfirmTracker.add` is called
 by the one publishing thread of the channel (a ``deque`` append, safe beside ``settle``).
@@ -31,7 +36,7 @@ class ConfirmTracker:
         nacked: list[int], sequence numbers nacked since the last :meth:`take` (arrival order).
     """
 
-    __slots__ = ("next_seq", "acked", "nacked", "_unconfirmed", "_early")
+    __slots__ = ("next_seq", "acked", "nacked", "_unconfirmed", "_early", "_kept")
 
     def __init__(self) -> None:
         self.next_seq = 1
@@ -40,12 +45,28 @@ class ConfirmTracker:
         # sent and not yet popped, ascending; a number also in _early was settled out of order
         self._unconfirmed: deque[int] = deque()
         self._early: set[int] = set()
+        # with keep_messages: the message of each number in _unconfirmed, in the same order
+        self._kept: deque | None = None
 
-    def add(self, n: int = 1) -> int:
+    def keep_messages(self) -> None:
+        """From now on keep the message of every publish until it is settled (see
+        :meth:`add` and :meth:`unconfirmed_messages`). Raises ``RuntimeError`` while
+        publishes numbered without their messages are unconfirmed."""
+        if self._kept is None:
+            if self._unconfirmed:
+                raise RuntimeError("keep_messages() with publishes already unconfirmed")
+            self._kept = deque()
+
+    def add(self, n: int = 1, messages=None) -> int:
         """Number ``n`` (int >= 1) new publishes; returns the first of their consecutive
-        sequence numbers. They count as unconfirmed from now on."""
+        sequence numbers. They count as unconfirmed from now on. With :meth:`keep_messages`,
+        ``messages`` is their messages (a sequence of ``n``, any objects), else ignored."""
         first = self.next_seq
         self.next_seq = first + n
+        if self._kept is not None:
+            # the messages first: settle() (I/O thread) pops both deques while the numbers are
+            # there, so the messages never lag behind them
+            self._kept.extend(messages)  # type: ignore[arg-type]
         if n == 1:
             self._unconfirmed.append(first)
         else:
@@ -58,11 +79,14 @@ class ConfirmTracker:
         duplicate or a tag never sent)."""
         dq = self._unconfirmed
         early = self._early
+        kept = self._kept
         settled: list[int] | None = [] if nack else None
         n = 0
         if multiple:  # everything up to and including tag
             while dq and dq[0] <= tag:
                 s = dq.popleft()
+                if kept is not None:
+                    kept.popleft()
                 if s in early:
                     early.discard(s)
                 else:
@@ -73,6 +97,8 @@ class ConfirmTracker:
             pass  # duplicate confirm of an already settled publish
         elif dq and dq[0] == tag:
             dq.popleft()
+            if kept is not None:
+                kept.popleft()
             n = 1
             if settled is not None:
                 settled.append(tag)
@@ -84,6 +110,8 @@ class ConfirmTracker:
         # (a tag below the head was settled before: duplicate, ignored)
         while dq and dq[0] in early:
             early.discard(dq.popleft())
+            if kept is not None:
+                kept.popleft()
         if settled is not None:
             self.nacked.extend(settled)
         else:
@@ -105,6 +133,14 @@ class ConfirmTracker:
     def unconfirmed(self) -> set[int]:
         """The unsettled sequence numbers (a new set)."""
         return set(self._unconfirmed) - self._early
+
+    def unconfirmed_messages(self) -> list:
+        """The kept messages (:meth:`keep_messages`) of the unsettled publishes, in publish
+        order (a new list; empty when not keeping)."""
+        if self._kept is None:
+            return []
+        early = self._early
+        return [m for s, m in zip(self._unconfirmed, self._kept) if s not in early]
 
     def take(self) -> tuple[int, list[int]]:
         """``(acked, nacked)`` settled since the previous call (nacked ascending); resets

@@ -22,13 +22,15 @@ ops = st.lists(st.tuples(st.integers(1, 40), st.booleans(), st.booleans()), max_
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(0, 40), ops=ops)
-def test_confirm_tracker_matches_model(n, ops):
+@given(n=st.integers(0, 40), ops=ops, keep=st.booleans())
+def test_confirm_tracker_matches_model(n, ops, keep):
     ch = Channel(_FakeConn(), 1)
     ch._confirming = True
+    if keep:  # the messages are kept beside the numbers (keep_unconfirmed, the sink's republish)
+        ch.keep_unconfirmed()
     t = ch._confirms
     if n:
-        assert t.add(n) == 1
+        assert t.add(n, [f"m{s}" for s in range(1, n + 1)]) == 1
     assert ch.next_publish_seq == n + 1
     outstanding = set(range(1, n + 1))
     acked = 0
@@ -47,8 +49,10 @@ def test_confirm_tracker_matches_model(n, ops):
         assert ch.in_flight == len(outstanding)
         assert ch.unconfirmed() == outstanding
         assert ch.oldest_unconfirmed == min(outstanding, default=n + 1)
+        assert ch.unconfirmed_messages() == ([f"m{s}" for s in sorted(outstanding)] if keep
+                                             else [])
     assert t.acked == acked
     assert sorted(t.nacked) == sorted(nacked)
     if not outstanding:
-        assert not t._unconfirmed and not t._early
+        assert not t._unconfirmed and not t._early and not t._kept
     assert t.take() == (acked, sorted(nacked)) and t.take() == (0, [])

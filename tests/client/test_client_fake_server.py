@@ -357,6 +357,40 @@ def test_confirms_out_of_order_multiple_and_nacks():
     assert srv.error is None
 
 
+def test_keep_unconfirmed_messages_until_settled():
+    """keep_unconfirmed: the messages of unsettled publishes, in publish order and as complete
+    publish_batch items, until an ack or nack settles them (out of order included); what the
+    sink publishes again after a lost connection."""
+    acked = threading.Event()
+
+    def script(side):
+        side.handshake()
+        ch = _confirm_mode(side)
+        for _ in range(4):
+            side.recv_method()  # basic.publish (content)
+        side.send(ch, spec.Basic.Ack(3, False))
+        side.send(ch, spec.Basic.Nack(1, True, False))
+        acked.wait(5)
+
+    with FakeServer(script) as srv:
+        with connect(srv.url) as conn:
+            ch = conn.channel()
+            with pytest.raises(RuntimeError, match="confirm mode"):
+                ch.keep_unconfirmed()
+            ch.confirm_select()
+            ch.keep_unconfirmed()
+            ch.publish_batch([(b"a",), (b"b", "ex", None, None, True)], routing_key="rk")
+            ch.basic_publish(b"c", "", "q")
+            ch.basic_publish(b"d", "", "q", mandatory=True)
+            deadline = time.monotonic() + 10
+            while ch.in_flight > 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert ch.unconfirmed_messages() == [(b"b", "ex", "rk", None, True),
+                                                 (b"d", "", "q", None, True)]
+            acked.set()
+    assert srv.error is None
+
+
 def test_confirm_timeout_and_window_wakeup():
     release = threading.Event()
 
