@@ -302,12 +302,15 @@ class FakeChannel:
         n = sum(map(len, self.batches))
         return self.wait(n) if self.wait else _Result(n)
 
-    # the sequence numbers the sink remembers unconfirmed messages by (nothing confirmed here)
+    # the channel keeps unconfirmed messages for the sink's republish (none kept here); the
+    # sink finds the part of a failed chunk never numbered by next_publish_seq
     next_publish_seq = 1
-    oldest_unconfirmed = 1
 
-    def unconfirmed(self):
-        return set()
+    def keep_unconfirmed(self):
+        pass
+
+    def unconfirmed_messages(self):
+        return []
 
 
 class FakeConn:
