@@ -331,18 +331,25 @@ def _confirm_mode(side):
     return ch
 
 
+def _confirm_after(side, publishes: int, *confirms):
+    """Server side: confirm mode, read ``publishes`` basic.publish, then send ``confirms``."""
+    side.handshake()
+    ch = _confirm_mode(side)
+    for _ in range(publishes):
+        side.recv_method()  # basic.publish (content)
+    for m in confirms:
+        side.send(ch, m)
+
+
 def test_confirms_out_of_order_multiple_and_nacks():
     """Broker confirms may come out of order, single or ``multiple`` (up to and including)."""
     def script(side):
-        side.handshake()
-        ch = _confirm_mode(side)
-        for _ in range(6):
-            side.recv_method()  # basic.publish (content)
-        side.send(ch, spec.Basic.Ack(3, False))
-        side.send(ch, spec.Basic.Nack(5, False, False))
-        side.send(ch, spec.Basic.Ack(2, True))   # 1, 2 (3 already)
-        side.send(ch, spec.Basic.Ack(3, False))  # duplicate: ignored
-        side.send(ch, spec.Basic.Nack(6, True, False))  # 4 and 6 (5 already)
+        _confirm_after(side, 6,
+                       spec.Basic.Ack(3, False),
+                       spec.Basic.Nack(5, False, False),
+                       spec.Basic.Ack(2, True),   # 1, 2 (3 already)
+                       spec.Basic.Ack(3, False),  # duplicate: ignored
+                       spec.Basic.Nack(6, True, False))  # 4 and 6 (5 already)
 
     from spark_amqp.client import PublishNacked
     with FakeServer(script) as srv:
@@ -364,12 +371,7 @@ def test_keep_unconfirmed_messages_until_settled():
     acked = threading.Event()
 
     def script(side):
-        side.handshake()
-        ch = _confirm_mode(side)
-        for _ in range(4):
-            side.recv_method()  # basic.publish (content)
-        side.send(ch, spec.Basic.Ack(3, False))
-        side.send(ch, spec.Basic.Nack(1, True, False))
+        _confirm_after(side, 4, spec.Basic.Ack(3, False), spec.Basic.Nack(1, True, False))
         acked.wait(5)
 
     with FakeServer(script) as srv:
