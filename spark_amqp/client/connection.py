@@ -376,10 +376,16 @@ class Connection:
         sm_lock = self._sm_lock
         dispatch = self._dispatch
         hb = self.heartbeat
+        tick_at = 0.0  # the state machine's heartbeat deadline as of the last tick
         while True:
             if hb:
-                timeout = self._heartbeat_tick()
-                if not wait(0.05 if timeout is None else timeout):
+                # deadlines only move later (every read or write pushes them), so until the
+                # one of the last tick nothing is due: no tick per read
+                now = _monotonic()
+                if now >= tick_at:
+                    left = self._heartbeat_tick()
+                    tick_at = now + (0.05 if left is None else left)
+                if not wait(max(tick_at - now, 0.0)):
                     # declared dead only after a wait that found nothing to read, so a slow
                     # consumer callback (run in this thread) cannot cause a false alarm
                     self._check_peer_alive()
