@@ -4,9 +4,10 @@ confirms, consuming into a buffer, acks, basic.get, qos, tx.
 Threading: synchronous methods (``queue_declare`` …) send in the caller's thread and wait on
 this channel's condition until the I/O thread stores the reply. Deliveries are appended to a
 ``deque`` by the I/O thread with no lock; a waiter is woken (once per received batch) only
-when someone waits in :meth:`Channel.drain`. Publisher confirms update a deque of unconfirmed
-sequence numbers; ``basic.ack``/``basic.nack`` with ``multiple`` settle everything up to and
-including the tag (RabbitMQ docs "Consumer Acknowledgements and Publisher Confirms").
+when someone waits in :meth:`Channel.drain`. Publisher confirms are counted by one
+:class:`~.confirms.ConfirmTracker` per channel (sequence numbers, unconfirmed publishes, acks
+and nacks; ``multiple`` settles everything up to and including the tag, RabbitMQ docs
+"Consumer Acknowledgements and Publisher Confirms").
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..protocol.errors import AMQPError, error_for_code
 from ..protocol.publish import PublishEncoder
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel_host import ChannelHost
+from .confirms import ConfirmTracker
 from .errors import (ChannelClosed, ConfirmTimeout, ConnectionClosed, ConnectionLost,
                      PublishNacked, copy_error)
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
@@ -102,11 +104,8 @@ class Channel:
         self._pending_callback: Callable[[Delivery], Any] | None = None
         # confirms
         self._confirming = False
-        self._next_seq = 1
-        self._unconfirmed: deque[int] = deque()
-        self._settled_early: set[int] = set()
-        self._acked = 0
-        self._nacked: list[int] = []
+        self._confirms = ConfirmTracker()  # read and settled under _cond
+        self._keeping = False  # keep_unconfirmed(): the tracker keeps each publish's message
         self._returned: list[ReturnedMessage] = []
         # basic.publish frames (the method frame cached per exchange/routing key/mandatory)
         self._encode = PublishEncoder(channel_number, connection.frame_max).encode
@@ -208,39 +207,8 @@ class Channel:
             self._set_reply(m)
 
     def _on_confirm(self, tag: int, multiple: bool, nack: bool) -> None:
-        dq = self._unconfirmed
-        early = self._settled_early
-        settled: list[int] | None = [] if nack else None
-        n = 0
         with self._cond:
-            if multiple:  # everything up to and including tag
-                while dq and dq[0] <= tag:
-                    s = dq.popleft()
-                    if s in early:
-                        early.discard(s)
-                    else:
-                        n += 1
-                        if settled is not None:
-                            settled.append(s)
-            elif tag in early:
-                pass  # duplicate confirm of an already settled publish
-            elif dq and dq[0] == tag:
-                dq.popleft()
-                n = 1
-                if settled is not None:
-                    settled.append(tag)
-            elif dq and dq[0] < tag < self._next_seq:  # out of order: settle it in place
-                early.add(tag)
-                n = 1
-                if settled is not None:
-                    settled.append(tag)
-            # (a tag below the head was settled before: duplicate, ignored)
-            while dq and dq[0] in early:
-                early.discard(dq.popleft())
-            if nack:
-                self._nacked.extend(settled)  # type: ignore[arg-type]
-            else:
-                self._acked += n
+            self._confirms.settle(tag, multiple, nack)
             if self._waiting:
                 self._cond.notify_all()
 
@@ -614,25 +582,44 @@ class Channel:
     @property
     def next_publish_seq(self) -> int:
         """The sequence number the next publish in confirm mode will get (int)."""
-        return self._next_seq
+        return self._confirms.next_seq
 
     @property
     def oldest_unconfirmed(self) -> int:
         """The lowest sequence number not yet acked/nacked (``next_publish_seq`` when none):
         every publish below it is settled."""
         with self._cond:
-            return self._unconfirmed[0] if self._unconfirmed else self._next_seq
+            return self._confirms.oldest
 
     def unconfirmed(self) -> set:
         """The sequence numbers sent in confirm mode and not yet acked/nacked (a set; after a
         lost connection: the publishes whose fate is unknown, to publish again)."""
         with self._cond:
-            return set(self._unconfirmed) - self._settled_early
+            return self._confirms.unconfirmed()
+
+    def keep_unconfirmed(self) -> None:
+        """From now on keep every publish's message until the broker acks or nacks it, for
+        :meth:`unconfirmed_messages` (a publisher that publishes them again on a new
+        connection after losing this one: at-least-once). Call after :meth:`confirm_select`,
+        before publishing; ``RuntimeError`` otherwise."""
+        if not self._confirming:
+            raise RuntimeError("keep_unconfirmed() needs confirm mode: call confirm_select() first")
+        with self._cond:
+            self._confirms.keep_messages()
+        self._keeping = True
+
+    def unconfirmed_messages(self) -> list[tuple]:
+        """With :meth:`keep_unconfirmed`: the messages sent in confirm mode and not yet acked
+        or nacked, in publish order, each as a ``publish_batch`` item ``(body, exchange,
+        routing_key, properties, mandatory)`` (a new list; ``[]`` when not keeping). After a
+        lost connection: the publishes whose fate is unknown, to publish again."""
+        with self._cond:
+            return self._confirms.unconfirmed_messages()
 
     @property
     def in_flight(self) -> int:
         """Publishes sent in confirm mode and not yet acked/nacked (int)."""
-        return len(self._unconfirmed) - len(self._settled_early)
+        return self._confirms.in_flight
 
     def _wait_window(self, need: int) -> None:
         """Block while publishing ``need`` more would exceed ``max_in_flight``."""
@@ -649,17 +636,16 @@ class Channel:
         """Wait until at most ``limit`` publishes are unconfirmed or the channel has an error;
         raises ConfirmTimeout after ``timeout`` seconds. The caller holds ``_cond``."""
         deadline = None if timeout is None else _monotonic() + timeout
+        confirms = self._confirms
         self._waiting += 1
         try:
-            while self._error is None and \
-                    len(self._unconfirmed) - len(self._settled_early) > limit:
+            while self._error is None and confirms.in_flight > limit:
                 if deadline is None:
                     self._cond.wait()
                     continue
                 left = deadline - _monotonic()
                 if left <= 0:
-                    raise ConfirmTimeout(len(self._unconfirmed) - len(self._settled_early),
-                                         timeout)  # type: ignore[arg-type]
+                    raise ConfirmTimeout(confirms.in_flight, timeout)  # type: ignore[arg-type]
                 self._cond.wait(left)
         finally:
             self._waiting -= 1
@@ -683,9 +669,10 @@ class Channel:
         if self._confirming:
             if self.max_in_flight is not None:
                 self._wait_window(1)
-            seq = self._next_seq
-            self._next_seq = seq + 1
-            self._unconfirmed.append(seq)
+            if self._keeping:
+                seq = self._confirms.add(1, ((body, exchange, routing_key, properties, mandatory),))
+            else:
+                seq = self._confirms.add(1)
             self._conn._send(data)
             return seq
         self._conn._send(data)
@@ -709,32 +696,36 @@ class Channel:
         # with a window, write half-window chunks so one is in flight while the next is encoded
         chunk = max(1, limit // 2) if limit else 1 << 62
         seqs: list[int] | None = [] if confirming else None
+        kept: list[tuple] | None = [] if confirming and self._keeping else None
         parts: list[bytes] = []
         size = 0
         for item in messages:
             n = len(item)
             ex = item[1] if n > 1 and item[1] is not None else exchange
             rk = item[2] if n > 2 and item[2] is not None else routing_key
-            data = encode(item[0], ex, rk, item[3] if n > 3 else None, item[4] if n > 4 else False)
+            props = item[3] if n > 3 else None
+            mandatory = item[4] if n > 4 else False
+            data = encode(item[0], ex, rk, props, mandatory)
             parts.append(data)
+            if kept is not None:
+                kept.append((item[0], ex, rk, props, mandatory))
             size += len(data)
             if size >= 4 << 20 or len(parts) >= chunk:
-                self._flush_batch(parts, seqs)
+                self._flush_batch(parts, seqs, kept)
                 parts = []
+                kept = None if kept is None else []
                 size = 0
         if parts:
-            self._flush_batch(parts, seqs)
+            self._flush_batch(parts, seqs, kept)
         return seqs
 
-    def _flush_batch(self, parts: list[bytes], seqs: list[int] | None) -> None:
+    def _flush_batch(self, parts: list[bytes], seqs: list[int] | None,
+                     kept: list[tuple] | None = None) -> None:
         if seqs is not None:
             if self.max_in_flight is not None:
                 self._wait_window(len(parts))
-            first = self._next_seq
-            self._next_seq = first + len(parts)
-            r = range(first, first + len(parts))
-            self._unconfirmed.extend(r)
-            seqs.extend(r)
+            first = self._confirms.add(len(parts), kept)
+            seqs.extend(range(first, first + len(parts)))
         self._conn._send(b"".join(parts))
 
     def wait_for_confirms(self, timeout: float | None = None) -> ConfirmResult:
@@ -751,9 +742,8 @@ class Channel:
             self._wait_in_flight_at_most(0, timeout)
             if self._error is not None:
                 self._raise()
-            result = ConfirmResult(self._acked, sorted(self._nacked), self._returned)
-            self._acked = 0
-            self._nacked = []
+            acked, nacked = self._confirms.take()
+            result = ConfirmResult(acked, nacked, self._returned)
             self._returned = []
         if result.nacked:
             raise PublishNacked(result)

@@ -1,11 +1,15 @@
-"""The blocking AMQP 0-9-1 client connection: socket, handshake, I/O thread, heartbeats.
+"""The blocking AMQP 0-9-1 client connection: socket, I/O thread, heartbeats, back-pressure.
 
-One background I/O thread per connection reads the socket (64 KiB per ``recv``), feeds the
-sans-IO :class:`~spark_amqp.protocol.Decoder`, answers heartbeats and dispatches every event
-to its channel: synchronous replies wake the caller waiting on that channel, deliveries are
-appended to the channel's buffer (or given to a consumer callback), publisher confirms and
-returns update the channel's confirm state. Callers' threads write frames themselves under
-one write lock (``sendall``), so publishing never hands off to another thread.
+The negotiation is :func:`.handshake.negotiate` (run in the connecting thread). Then one
+background I/O thread per connection moves bytes: it reads the socket (64 KiB per ``recv``),
+feeds the sans-IO state machine (:class:`~spark_amqp.protocol.connection.AMQPConnection`) and
+dispatches every event to its channel: synchronous replies wake the caller waiting on that
+channel, deliveries are appended to the channel's buffer (or given to a consumer callback),
+publisher confirms and returns update the channel's confirm state. Its policies are separate
+methods: heartbeats (:meth:`Connection._heartbeat_tick`, timed by the state machine's
+heartbeat deadline) and the read limit (:meth:`Connection.set_read_limit`). Callers' threads
+write frames themselves under one write lock (``sendall``), so publishing never hands off to
+another thread.
 
 Protocol sources: AMQP 0-9-1 spec §2.2.4 (connection negotiation), §4.2.7 (heartbeats),
 §4.2.3 (frames); RabbitMQ docs "Connections" / "Detecting Dead TCP Connections with
@@ -21,16 +25,16 @@ import random
 import ssl
 import threading
 import time
-from collections import deque
 from typing import Any, Callable
 
-from .._version import __version__
-from ..protocol import ContentMessage, MethodFrame, encode_heartbeat, encode_table, spec
+from ..protocol import ContentMessage, MethodFrame, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
 from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
-from .errors import ConnectionClosed, ConnectionLost, ProtocolMismatch, copy_error
+from .errors import (ConnectionClosed, ConnectionLost, ProtocolMismatch, close_text,
+                     connection_level, copy_error)
+from .handshake import CLIENT_CAPABILITIES, negotiate
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
 from .uri import ConnectionParameters, format_address, parse_uri
 
@@ -38,19 +42,7 @@ __all__ = ["Connection", "connect", "AllAddressesFailed", "CLIENT_CAPABILITIES"]
 
 log = logging.getLogger("spark_amqp.client")
 
-#: Capabilities announced in connection.start-ok (RabbitMQ docs "Client Capabilities").
-CLIENT_CAPABILITIES = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-}
-
 _monotonic = time.monotonic
-_HEARTBEAT = encode_heartbeat()
 _FIRST_FAILOVER_BACKOFF = 0.5  # seconds between rounds over the addresses, doubling ...
 _MAX_FAILOVER_BACKOFF = 5.0  # ... up to this
 _Close = spec.Connection.Close
@@ -259,103 +251,16 @@ class Connection:
         self._io_thread.start()
 
     def _handshake(self, where: str) -> None:
-        """Connection negotiation, spec §2.2.4: header, start/start-ok, [secure], tune/tune-ok,
-        open/open-ok, driven through the protocol state machine. Runs in the connecting
-        thread before the I/O thread starts."""
-        p = self.params
-        tr = self._transport
-        sm = self._sm
-        assert tr is not None
-        events: deque = deque()
-        first = [True]
-        mech = p.auth_mechanisms[0]
-
-        def next_method(expect: str):
-            while not events:
-                data = tr.recv()
-                if not data and not tr.eof:
-                    continue  # TLS: a partial record
-                if not data:
-                    if expect in ("connection.tune", "connection.secure"):
-                        # brokers without the authentication_failure_close capability
-                        # (RabbitMQ < 3.2, others) drop the socket on a bad login, but so does
-                        # a failing network or broker: say both (pika raises the same guess,
-                        # ProbableAuthenticationError). RabbitMQ with the capability sends
-                        # connection.close 403 ACCESS_REFUSED first, handled below.
-                        raise _hard(AccessRefused(
-                            f"the broker at {where} closed the connection during "
-                            f"authentication: user {p.username!r} or its password is probably "
-                            f"wrong (mechanism {mech}), or the network/broker failed"))
-                    raise ConnectionLost(f"the broker at {where} closed the connection while "
-                                         f"this client waited for {expect}")
-                if first[0]:
-                    first[0] = False
-                    if data[:4] == b"AMQP":
-                        raise ProtocolMismatch(
-                            f"the server at {where} does not speak AMQP 0-9-1: it answered with "
-                            f"protocol header {data[:8]!r}")
-                events.extend(sm.receive_data(data))
-            ev = events.popleft()
-            if not isinstance(ev, MethodFrame) or ev.channel != 0:
-                raise ConnectionLost(f"unexpected frame {ev!r} from {where} during the handshake")
-            m = ev.method
-            if type(m) is _Close:
-                self._send_method(0, _CloseOk(), handshake=True)
-                err = error_from_close(m)
-                err.reply_text = _close_text(m, where)
-                raise err
-            return m
-
-        self._send_raw(sm.initiate())
-        start = next_method("connection.start")
-        if type(start) is not spec.Connection.Start:
-            raise ConnectionLost(f"expected connection.start from {where}, got {start.NAME}")
-        self.server_properties = start.server_properties or {}
-        offered = start.mechanisms.decode("utf-8", "replace").split()
-        for m in p.auth_mechanisms:
-            if m in offered:
-                mech = m
-                break
-        else:
-            raise _hard(AccessRefused(
-                f"the broker at {where} offers SASL mechanisms {offered}; none of the requested "
-                f"{list(p.auth_mechanisms)} (auth_mechanism): change auth_mechanism or enable "
-                "the mechanism on the broker"))
-        props = {
-            "product": "spark-amqp",
-            "version": __version__,
-            "platform": "Python",
-            "capabilities": dict(CLIENT_CAPABILITIES),
-        }
-        props.update(p.client_properties)
-        response = _auth_response(mech, p.username, p.password)
-        self._send_method(0, spec.Connection.StartOk(props, mech, response, "en_US"), handshake=True)
-        m = next_method("connection.tune")
-        while type(m) is spec.Connection.Secure:
-            # PLAIN/AMQPLAIN/EXTERNAL need no challenge round; answer with the same response
-            self._send_method(0, spec.Connection.SecureOk(response), handshake=True)
-            m = next_method("connection.tune")
-        if type(m) is not spec.Connection.Tune:
-            raise ConnectionLost(f"expected connection.tune from {where}, got {m.NAME}")
-        # spec §connection.tune-ok: the lower non-zero value; 0 = no limit
-        wire_channel_max = _negotiate(p.channel_max, m.channel_max)
-        self.channel_max = wire_channel_max or 65535
-        self.frame_max = _negotiate(p.frame_max, m.frame_max)
-        if p.heartbeat is None:
-            hb = m.heartbeat  # accept the server's proposal (RabbitMQ: 60 s)
-        elif p.heartbeat == 0:
-            hb = 0  # disabled on request, as pika does; RabbitMQ accepts tune-ok heartbeat 0
-        else:
-            hb = min(p.heartbeat, m.heartbeat) if m.heartbeat else p.heartbeat
-        self.heartbeat = hb
-        self._send_method(0, spec.Connection.TuneOk(wire_channel_max, self.frame_max, hb),
-                          handshake=True)
-        self._send_method(0, spec.Connection.Open(p.vhost, "", False), handshake=True)
-        m = next_method("connection.open-ok")
-        if type(m) is not spec.Connection.OpenOk:
-            raise ConnectionLost(f"expected connection.open-ok from {where}, got {m.NAME}")
-        if events:  # frames pipelined after open-ok (none expected)
-            self._dispatch(list(events))
+        """Connection negotiation (:func:`.handshake.negotiate`, spec §2.2.4) in the
+        connecting thread, before the I/O thread starts; keeps the negotiated values."""
+        n = negotiate(self._transport, self._sm, self.params, where,  # type: ignore[arg-type]
+                      self._send_raw)
+        self.server_properties = n.server_properties
+        self.channel_max = n.channel_max
+        self.frame_max = n.frame_max
+        self.heartbeat = n.heartbeat
+        if n.events:  # frames pipelined after open-ok (none expected)
+            self._dispatch(n.events)
 
     def _send_raw(self, data: bytes) -> None:
         with self._write_lock:
@@ -422,62 +327,11 @@ class Connection:
     # ------------------------------------------------------------------ I/O thread
 
     def _io_loop(self) -> None:
+        """The I/O thread: :meth:`_read_loop` until the connection ends; what ended it becomes
+        the connection's error (a protocol violation by the broker is reported to it first)."""
         self._io_ident = threading.get_ident()
-        tr = self._transport
-        assert tr is not None
-        recv = tr.recv
-        wait = tr.wait_readable
-        receive = self._sm.receive_data
-        sm_lock = self._sm_lock
-        dispatch = self._dispatch
-        hb = self.heartbeat
-        wlock = self._write_lock
-        last_recv = _monotonic()
         try:
-            while True:
-                if hb:
-                    now = _monotonic()
-                    if now - self._last_send >= hb / 2.0 and wlock.acquire(False):
-                        # not blocking: a writer holding the lock is sending anyway (and may be
-                        # stuck while RabbitMQ blocks publishers; keep reading meanwhile)
-                        try:
-                            tr.send(_HEARTBEAT)
-                            self._last_send = now
-                        except OSError:
-                            pass  # reported by the read side
-                        finally:
-                            wlock.release()
-                    send_in = max(hb / 2.0 - (now - self._last_send), 0.05)
-                    dead_in = 2 * hb - (now - last_recv)
-                    if not wait(max(min(send_in, dead_in), 0.0)):
-                        # declared dead only after a wait that found nothing to read, so a slow
-                        # consumer callback (run in this thread) cannot cause a false alarm
-                        silent = _monotonic() - last_recv
-                        if silent >= 2 * hb:
-                            raise ConnectionLost(
-                                f"no data from {self.params.redacted_uri()} for {silent:.1f} s "
-                                f"(heartbeat {hb} s, 2 intervals missed): the broker or the "
-                                "network is dead")
-                        continue
-                if self._read_limit is not None and self._over_read_limit():
-                    self._pause_reading(hb)
-                    last_recv = _monotonic()  # bytes waiting in the socket are not silence
-                    continue
-                data = recv()
-                if not data:
-                    if not tr.eof:
-                        continue  # TLS: a partial record, nothing to decode yet
-                    if self._closing:
-                        return
-                    raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
-                                         "without connection.close")
-                self._bytes_in += len(data)
-                if hb:
-                    last_recv = _monotonic()
-                with sm_lock:
-                    events = receive(data, 0.0)
-                if events and dispatch(events):
-                    return  # connection.close-ok / close handled
+            self._read_loop()
         except AMQPError as exc:
             # a protocol violation by the server (decoder) or a broker-side connection.close
             # (all state-machine/decoder errors are connection-level): report it to the broker
@@ -491,7 +345,7 @@ class Connection:
                 except (OSError, AMQPError):
                     pass
                 cause = exc
-                exc = _hard(error_for_code(
+                exc = connection_level(error_for_code(
                     exc.reply_code, "this client detected a protocol violation by the broker and "
                     f"closed the connection: {exc.reply_text}", exc.class_id, exc.method_id))
                 exc.__cause__ = cause  # callers may look for e.g. BodyTooLarge
@@ -507,6 +361,97 @@ class Connection:
             self._lost(ConnectionLost(f"I/O thread crashed: {exc!r}"))
         finally:
             self._close_ok.set()
+
+    def _read_loop(self) -> None:
+        """Move bytes: wait for input (no longer than the heartbeat timer allows), read it,
+        decode it through the state machine, dispatch the events; stop reading while over the
+        read limit. Returns when the connection is finished (close-ok, the broker's
+        connection.close, EOF while closing); raises ConnectionLost (EOF, dead peer),
+        OSError or the state machine's AMQPError otherwise."""
+        tr = self._transport
+        assert tr is not None
+        recv = tr.recv
+        wait = tr.wait_readable
+        receive = self._sm.receive_data
+        sm_lock = self._sm_lock
+        dispatch = self._dispatch
+        hb = self.heartbeat
+        tick_at = 0.0  # the state machine's heartbeat deadline as of the last tick
+        while True:
+            if hb:
+                # deadlines only move later (every read or write pushes them), so until the
+                # one of the last tick nothing is due: no tick per read
+                now = _monotonic()
+                if now >= tick_at:
+                    left = self._heartbeat_tick()
+                    tick_at = now + (0.05 if left is None else left)
+                if not wait(max(tick_at - now, 0.0)):
+                    # declared dead only after a wait that found nothing to read, so a slow
+                    # consumer callback (run in this thread) cannot cause a false alarm
+                    self._check_peer_alive()
+                    continue
+            if self._read_limit is not None and self._over_read_limit():
+                self._pause_reading()
+                continue
+            data = recv()
+            if not data:
+                if not tr.eof:
+                    continue  # TLS: a partial record, nothing to decode yet
+                if self._closing:
+                    return
+                raise ConnectionLost(f"{self.params.redacted_uri()} closed the TCP connection "
+                                     "without connection.close")
+            self._bytes_in += len(data)
+            now = _monotonic()
+            with sm_lock:
+                events = receive(data, now)
+            if events and dispatch(events):
+                return  # connection.close-ok / close handled
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeat_tick(self) -> float | None:
+        """I/O thread, heartbeats negotiated (AMQP 0-9-1 §4.2.7): tell the state machine when
+        this side last wrote (callers' threads write publishes and acks without it, noting
+        only ``_last_send``), write a heartbeat frame when its
+        :meth:`~spark_amqp.protocol.connection.AMQPConnection.heartbeat_action` asks for one
+        (nothing sent for half the interval), and return how long to wait before the next
+        tick: its :meth:`~spark_amqp.protocol.connection.AMQPConnection.heartbeat_deadline`
+        (seconds); 0.05 when a heartbeat was due but another thread holds the write lock (it
+        is writing anyway, and may be stuck while RabbitMQ blocks publishers: keep reading);
+        ``None`` when writing the heartbeat failed (the read side reports the broken socket).
+        """
+        sm = self._sm
+        # a float store without _sm_lock: racing a send_method it can only make the next
+        # heartbeat early, never late (_last_send is written after every write)
+        sm.note_sent(self._last_send)
+        now = _monotonic()
+        if sm.heartbeat_action(now) == "send":
+            wlock = self._write_lock
+            if not wlock.acquire(False):
+                return 0.05
+            try:
+                self._transport.send(sm.send_heartbeat(now))  # type: ignore[union-attr]
+                self._last_send = now
+            except OSError:
+                return None
+            finally:
+                wlock.release()
+        left = sm.heartbeat_deadline(now)
+        return self.heartbeat / 2.0 if left is None else left  # None: closed meanwhile
+
+    def _check_peer_alive(self) -> None:
+        """I/O thread, after a wait that found nothing to read: raise ConnectionLost when the
+        state machine counts the broker dead (nothing received for two heartbeat intervals;
+        RabbitMQ docs "Detecting Dead TCP Connections with Heartbeats")."""
+        sm = self._sm
+        now = _monotonic()
+        if sm.heartbeat_action(now) == "dead":
+            silent = now - sm.last_received
+            raise ConnectionLost(
+                f"no data from {self.params.redacted_uri()} for {silent:.1f} s "
+                f"(heartbeat {self.heartbeat} s, 2 intervals missed): the broker or the "
+                "network is dead")
 
     # ------------------------------------------------------------------ back-pressure
 
@@ -559,31 +504,30 @@ class Connection:
                 return False
         return held >= limit
 
-    def _pause_reading(self, hb: int) -> None:
-        """I/O thread: wait (sending heartbeats) until under the read limit again."""
+    def _pause_reading(self) -> None:
+        """I/O thread: wait (sending heartbeats) until under the read limit again. The
+        broker's input that waits in the socket meanwhile is not its silence: the state
+        machine counts it as heard from until reading resumes."""
         self.read_paused = True
         self.read_pauses += 1
         wake = self._read_wake
+        sm = self._sm
         try:
             while True:
                 wake.clear()
                 if not self._over_read_limit():
                     return
                 wait = 0.5
-                if hb:
-                    now = _monotonic()
-                    if now - self._last_send >= hb / 2.0 and self._write_lock.acquire(False):
-                        try:
-                            self._transport.send(_HEARTBEAT)  # type: ignore[union-attr]
-                            self._last_send = now
-                        except OSError:
-                            return  # reported by the read side
-                        finally:
-                            self._write_lock.release()
-                    wait = min(wait, max(hb / 2.0 - (now - self._last_send), 0.05))
+                if self.heartbeat:
+                    sm.note_received(_monotonic())
+                    left = self._heartbeat_tick()
+                    if left is None:
+                        return  # writing failed: reported by the read side
+                    wait = min(wait, left)
                 wake.wait(wait)
         finally:
             self.read_paused = False
+            sm.note_received(_monotonic())  # bytes waiting in the socket are not silence
 
     def _dispatch(self, events: list) -> bool:
         """Route decoded events; returns True when the connection is finished."""
@@ -623,7 +567,7 @@ class Connection:
             except (OSError, AMQPError, ConnectionClosed):
                 pass  # ConnectionClosed: close() already gave up and is draining the socket
             err = error_from_close(m)
-            err.reply_text = _close_text(m, self.params.redacted_uri())
+            err.reply_text = close_text(m, self.params.redacted_uri())
             self._lost(err)
             return True
         if t is _CloseOk:
@@ -947,43 +891,6 @@ class _CloseWatch:
 
     def silent(self) -> float:
         return _monotonic() - self.last
-
-
-def _negotiate(client: int, server: int) -> int:
-    """Lower non-zero of the two (0 = no limit) — spec §connection.tune-ok."""
-    if not client:
-        return server
-    if not server:
-        return client
-    return min(client, server)
-
-
-def _auth_response(mechanism: str, username: str, password: str) -> bytes:
-    """SASL response: PLAIN (RFC 4616: ``\\0user\\0password``), EXTERNAL (empty: identity
-    from the client certificate, RabbitMQ's rabbitmq_auth_mechanism_ssl plugin), AMQPLAIN
-    (a field table LOGIN/PASSWORD without its length prefix, RabbitMQ docs)."""
-    if mechanism == "PLAIN":
-        return b"\x00" + username.encode("utf-8") + b"\x00" + password.encode("utf-8")
-    if mechanism == "EXTERNAL":
-        return b""
-    if mechanism == "AMQPLAIN":
-        return encode_table({"LOGIN": username, "PASSWORD": password})[4:]
-    raise ValueError(f"unsupported auth mechanism {mechanism!r}")
-
-
-def _close_text(m, where: str) -> str:
-    text = m.reply_text
-    if m.reply_code == 403:
-        text += f" (user or password wrong, or no permission; connecting to {where})"
-    elif m.reply_code == 530:
-        text += f" (check the vhost and the user's permissions on it; connecting to {where})"
-    return text
-
-
-def _hard(err: AMQPError) -> AMQPError:
-    """Mark an error raised during the handshake as connection-level (no channel exists)."""
-    err.connection_level = True
-    return err
 
 
 def _safe_call(cb, *args) -> None:

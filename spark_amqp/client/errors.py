@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-__all__ = ["copy_error", "ClientError", "ConnectionLost", "ConnectionClosed", "ChannelClosed",
+__all__ = ["copy_error", "close_text", "connection_level", "ClientError", "ConnectionLost", "ConnectionClosed", "ChannelClosed",
            "PublishNacked", "ConfirmTimeout", "ProtocolMismatch"]
 
 
@@ -91,4 +91,22 @@ def copy_error(err: BaseException) -> BaseException:
         return new
     if isinstance(err, (ConnectionLost, ConnectionClosed, ChannelClosed)):
         return type(err)(str(err))
+    return err
+
+
+def close_text(m, where: str) -> str:
+    """The reply text of the broker's ``connection.close`` ``m``, with a hint for 403 (login
+    or permissions) and 530 (vhost) naming ``where`` (a redacted URI)."""
+    text = m.reply_text
+    if m.reply_code == 403:
+        text += f" (user or password wrong, or no permission; connecting to {where})"
+    elif m.reply_code == 530:
+        text += f" (check the vhost and the user's permissions on it; connecting to {where})"
+    return text
+
+
+def connection_level(err):
+    """Mark the AMQPError ``err`` as connection-level (raised during the handshake, where no
+    channel exists, or for a protocol violation that ends the connection); returns it."""
+    err.connection_level = True
     return err

@@ -500,6 +500,19 @@ class AMQPConnection:
         """Record that bytes were written (if the caller writes other pre-encoded frames)."""
         self._last_sent = _now(now)
 
+    def note_received(self, now: float | None = None) -> None:
+        """Count the peer as heard from at ``now`` (monotonic seconds) without bytes: for a
+        caller that stopped reading on purpose (back-pressure), whose unread input is not the
+        peer's silence. :meth:`heartbeat_action` measures "dead" from the most recent of this and
+        the last :meth:`receive_data` with bytes."""
+        self._last_received = _now(now)
+
+    @property
+    def last_received(self) -> float:
+        """Monotonic time (seconds) of the last bytes received (or :meth:`note_received`);
+        0.0 before any."""
+        return self._last_received
+
     # ------------------------------------------------------------------ heartbeats
 
     def heartbeat_action(self, now: float) -> str | None:

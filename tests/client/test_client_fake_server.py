@@ -331,18 +331,25 @@ def _confirm_mode(side):
     return ch
 
 
+def _confirm_after(side, publishes: int, *confirms):
+    """Server side: confirm mode, read ``publishes`` basic.publish, then send ``confirms``."""
+    side.handshake()
+    ch = _confirm_mode(side)
+    for _ in range(publishes):
+        side.recv_method()  # basic.publish (content)
+    for m in confirms:
+        side.send(ch, m)
+
+
 def test_confirms_out_of_order_multiple_and_nacks():
     """Broker confirms may come out of order, single or ``multiple`` (up to and including)."""
     def script(side):
-        side.handshake()
-        ch = _confirm_mode(side)
-        for _ in range(6):
-            side.recv_method()  # basic.publish (content)
-        side.send(ch, spec.Basic.Ack(3, False))
-        side.send(ch, spec.Basic.Nack(5, False, False))
-        side.send(ch, spec.Basic.Ack(2, True))   # 1, 2 (3 already)
-        side.send(ch, spec.Basic.Ack(3, False))  # duplicate: ignored
-        side.send(ch, spec.Basic.Nack(6, True, False))  # 4 and 6 (5 already)
+        _confirm_after(side, 6,
+                       spec.Basic.Ack(3, False),
+                       spec.Basic.Nack(5, False, False),
+                       spec.Basic.Ack(2, True),   # 1, 2 (3 already)
+                       spec.Basic.Ack(3, False),  # duplicate: ignored
+                       spec.Basic.Nack(6, True, False))  # 4 and 6 (5 already)
 
     from spark_amqp.client import PublishNacked
     with FakeServer(script) as srv:
@@ -354,6 +361,35 @@ def test_confirms_out_of_order_multiple_and_nacks():
                 ch.wait_for_confirms(timeout=5)
             assert ei.value.result.acked == 3 and ei.value.result.nacked == [4, 5, 6]
             assert ch.in_flight == 0
+    assert srv.error is None
+
+
+def test_keep_unconfirmed_messages_until_settled():
+    """keep_unconfirmed: the messages of unsettled publishes, in publish order and as complete
+    publish_batch items, until an ack or nack settles them (out of order included); what the
+    sink publishes again after a lost connection."""
+    acked = threading.Event()
+
+    def script(side):
+        _confirm_after(side, 4, spec.Basic.Ack(3, False), spec.Basic.Nack(1, True, False))
+        acked.wait(5)
+
+    with FakeServer(script) as srv:
+        with connect(srv.url) as conn:
+            ch = conn.channel()
+            with pytest.raises(RuntimeError, match="confirm mode"):
+                ch.keep_unconfirmed()
+            ch.confirm_select()
+            ch.keep_unconfirmed()
+            ch.publish_batch([(b"a",), (b"b", "ex", None, None, True)], routing_key="rk")
+            ch.basic_publish(b"c", "", "q")
+            ch.basic_publish(b"d", "", "q", mandatory=True)
+            deadline = time.monotonic() + 10
+            while ch.in_flight > 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert ch.unconfirmed_messages() == [(b"b", "ex", "rk", None, True),
+                                                 (b"d", "", "q", None, True)]
+            acked.set()
     assert srv.error is None
 
 

@@ -273,6 +273,7 @@ class FakeChannel:
     def __init__(self, fail_publish=None, wait=None):
         self.batches, self.calls, self.fail_publish, self.wait = [], [], fail_publish, wait
         self.max_in_flight = None
+        self.window_timeout = None
         self.error = None
         self.in_flight = 0
         self.never_confirm = False
@@ -286,6 +287,11 @@ class FakeChannel:
     def publish_batch(self, msgs):
         if self.fail_publish:
             raise self.fail_publish
+        if self.max_in_flight is not None and self.in_flight + len(msgs) > self.max_in_flight:
+            # the client's window (Channel.max_in_flight, window_timeout) when nothing confirms
+            from spark_amqp.client.errors import ConfirmTimeout
+
+            raise ConfirmTimeout(self.in_flight, self.window_timeout)
         self.batches.append(list(msgs))
         if self.never_confirm:
             self.in_flight += len(msgs)
@@ -296,12 +302,15 @@ class FakeChannel:
         n = sum(map(len, self.batches))
         return self.wait(n) if self.wait else _Result(n)
 
-    # the sequence numbers the sink remembers unconfirmed messages by (nothing confirmed here)
+    # the channel keeps unconfirmed messages for the sink's republish (none kept here); the
+    # sink finds the part of a failed chunk never numbered by next_publish_seq
     next_publish_seq = 1
-    oldest_unconfirmed = 1
 
-    def unconfirmed(self):
-        return set()
+    def keep_unconfirmed(self):
+        pass
+
+    def unconfirmed_messages(self):
+        return []
 
 
 class FakeConn:

@@ -104,11 +104,9 @@ class TaskPublisher:
         self._partitions = 0  # superStream: partition count found at open()
         self._max_body = 0    # the message cap, bytes (set at open())
         self._max_body_from = ""
-        from collections import deque
-
-        #: (sequence number, message) published on the current channel, not known confirmed
-        self._sent: deque = deque()
-        self._chunk_recorded = False  # whether the last chunk reached self._sent
+        # the messages of the last chunk that never got a sequence number on the channel
+        # (its publish_batch failed before numbering them), for _reconnect
+        self._unsent: list = []
         self.reconnects = 0  # connection losses ridden out
         self.republished = 0  # messages published again after them
 
@@ -150,8 +148,12 @@ class TaskPublisher:
             if o.super_stream is not None:
                 self._partitions = self._count_partitions(o.super_stream)
             ch.confirm_select()
-            # the window is enforced here (_wait_window, bounded by confirmTimeoutMs), not by
-            # the client's max_in_flight, whose wait has no timeout
+            # the maxInFlight window is the client's: publish_batch waits for room, at most
+            # confirmTimeoutMs (then ConfirmTimeout), and wakes on the confirm that makes room
+            ch.max_in_flight = o.max_in_flight
+            ch.window_timeout = o.confirm_timeout
+            # the channel keeps each message until it is confirmed, for _reconnect
+            ch.keep_unconfirmed()
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise self._error("could not open a confirm-mode channel", exc) from exc
         self._ch = ch
@@ -287,46 +289,57 @@ class TaskPublisher:
             except Exception as exc:  # noqa: BLE001 - re-raised with context
                 if self._blocked_error is not None:
                     raise self._blocked_error from exc
-                # the chunk goes again: its unconfirmed part, or all of it when it was never
-                # handed to the channel (the window wait found the connection gone)
-                if not self._reconnect(exc, () if self._chunk_recorded else chunk):
+                # the chunk goes again: its unconfirmed part (kept by the channel) and the part
+                # it never numbered (e.g. the window wait found the connection gone)
+                if not self._reconnect(exc, self._unsent):
                     raise self._error("publishing failed", exc) from exc
             st.published += j - i
             st.body_bytes += size
             i = j
 
     def _send_chunk(self, chunk: list) -> None:
-        """Publish ``chunk`` on the current channel, remembering each message by its sequence
-        number until it is confirmed (for :meth:`_reconnect`)."""
+        """Publish ``chunk`` on the current channel, which keeps each message until it is
+        confirmed (``keep_unconfirmed``); when ``publish_batch`` fails, the messages it did
+        not number are left in ``_unsent`` (both for :meth:`_reconnect`). The channel's
+        ``publish_batch``
+        waits until the chunk fits in the ``maxInFlight`` window (the client's
+        ``max_in_flight``), at most ``confirmTimeoutMs`` (the client's ``window_timeout``):
+        a broker that stops confirming (e.g. a memory alarm blocking publishers, RabbitMQ docs
+        "Memory and Disk Alarms") fails the task instead of hanging it.
+
+        Raises:
+            AmqpSinkError: the window stayed full for ``confirmTimeoutMs``.
+            the channel's error: it closed, or the connection was lost (ConnectionLost).
+        """
+        from ...client.errors import ConfirmTimeout
+
         ch = self._ch
-        self._chunk_recorded = False
-        self._wait_window(len(chunk))
-        sent = self._sent
-        oldest = ch.oldest_unconfirmed
-        while sent and sent[0][0] < oldest:
-            sent.popleft()
+        self._unsent = []
         base = ch.next_publish_seq
-        sent.extend(zip(range(base, base + len(chunk)), chunk))
-        self._chunk_recorded = True
-        ch.publish_batch(chunk)
+        try:
+            ch.publish_batch(chunk)
+        except ConfirmTimeout as exc:
+            raise self._window_full(exc.outstanding) from exc
+        except BaseException:
+            self._unsent = chunk[ch.next_publish_seq - base:]
+            raise
 
     def _reconnect(self, exc: BaseException, unsent=()) -> bool:
         """After a lost connection: reconnect (another broker address) and publish again every
-        remembered message not confirmed on the lost channel, then ``unsent`` (messages never
-        handed to it). False when ``exc`` is not a lost connection, after
+        message the lost channel kept unconfirmed (``unconfirmed_messages``), then ``unsent``
+        (messages it never numbered). False when ``exc`` is not a lost connection, after
         :data:`MAX_RECONNECTS`, or when the reconnect fails."""
         from ...protocol.errors import ConnectionForced
 
         lost = (isinstance(exc, OSError) and not isinstance(exc, TimeoutError)) \
             or isinstance(exc, ConnectionForced)
-        if not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None:
+        if (not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None
+                or self._blocked_error is not None):  # the watchdog ended the connection
             return False
         old_ch, old_conn = self._ch, self._conn
-        unconfirmed = old_ch.unconfirmed()
-        unsent_from = old_ch.next_publish_seq
-        again = [m for seq, m in self._sent if seq in unconfirmed or seq >= unsent_from]
+        again = old_ch.unconfirmed_messages()
         again.extend(unsent)
-        self._sent.clear()
+        self._unsent = []
         try:
             old_conn.abort("connection lost; reconnecting")
         except Exception:  # noqa: BLE001 - it is gone already
@@ -348,40 +361,19 @@ class TaskPublisher:
             try:
                 self._send_chunk(part)
             except Exception as exc2:  # noqa: BLE001 - lost again: the rest goes with it
-                rest = ([] if self._chunk_recorded else part) + again[k + step:]
-                return self._reconnect(exc2, rest)
+                return self._reconnect(exc2, self._unsent + again[k + step:])
         self.republished += len(again)
         return True
 
-    def _wait_window(self, need: int) -> None:
-        """Block until ``need`` more publishes fit in the ``maxInFlight`` window.
-
-        Polls the channel's ``in_flight`` count (the I/O thread settles confirms meanwhile)
-        so that the wait is bounded by ``confirmTimeoutMs`` - a broker that stops confirming
-        (e.g. a memory alarm blocking publishers, RabbitMQ docs "Memory and Disk Alarms")
-        fails the task instead of hanging it. Raises the channel's error if it closed.
-        """
-        ch = self._ch
-        window = self.options.max_in_flight
-        if ch.in_flight + need <= window:
-            return
-        deadline = time.monotonic() + self.options.confirm_timeout
-        sleep = 0.0002
-        while ch.in_flight + need > window:
-            if self._blocked_error is not None:
-                raise self._blocked_error
-            err = ch.error
-            if err is not None:
-                raise err
-            if time.monotonic() > deadline:
-                raise AmqpSinkError(
-                    f"amqp sink {self.task}: {ch.in_flight} of {self.stats.published} publish(es) "
-                    f"stayed unconfirmed for confirmTimeoutMs="
-                    f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
-                    f"{window} window full{self._blocked_note()}; the broker may be blocked "
-                    "(memory/disk alarm) or overloaded; the task fails so that Spark retries it")
-            time.sleep(sleep)
-            sleep = min(sleep * 2, 0.002)
+    def _window_full(self, in_flight: int) -> AmqpSinkError:
+        """The error of a ``maxInFlight`` window that stayed full (``in_flight`` publishes
+        unconfirmed) for ``confirmTimeoutMs``."""
+        return AmqpSinkError(
+            f"amqp sink {self.task}: {in_flight} of {self.stats.published} publish(es) "
+            f"stayed unconfirmed for confirmTimeoutMs="
+            f"{int(self.options.confirm_timeout * 1000)} with the maxInFlight="
+            f"{self.options.max_in_flight} window full{self._blocked_note()}; the broker may be "
+            "blocked (memory/disk alarm) or overloaded; the task fails so that Spark retries it")
 
     def finish(self) -> TaskStats:
         """Wait until every publish is confirmed; return the task's :class:`TaskStats`.
