@@ -239,9 +239,12 @@ class Queue:
         self._ttl_timer = None
         self._expires_timer = None
         self.has_ttl = self.ttl_ms is not None
-        # no queue TTL, length limits or priorities: Broker.enqueue may append directly
+        # no queue TTL, length limits or priorities: publish appends directly
         self.plain = (self.ttl_ms is None and self.max_length is None and self.max_length_bytes is None
                       and not self.max_priority)
+        #: x-overflow reject-publish(-dlx) with a length limit: publish may be refused (refuses)
+        self.rejects_publish = (self.overflow != "drop-head"
+                                and (self.max_length is not None or self.max_length_bytes is not None))
         if self.expires_ms is not None:
             self._arm_expires()
 
@@ -276,10 +279,48 @@ class Queue:
             return True
         return False
 
+    def refuses(self, msg: Message) -> bool:
+        """True when this queue refuses a publish of ``msg`` (``x-overflow`` reject-publish or
+        reject-publish-dlx, queue full: see :meth:`is_full`); a reject-publish-dlx queue then
+        dead-letters it with reason ``maxlen`` (RabbitMQ docs "Queue Length Limit"). The
+        publisher gets basic.nack. Only ``rejects_publish`` queues can refuse."""
+        if not self.rejects_publish or not self.is_full(len(msg.body)):
+            return False
+        if self.overflow == "reject-publish-dlx" and self.dlx is not None:
+            self.vhost.dead_letter(self, msg, "maxlen")
+        return True
+
+    def publish(self, msg: Message) -> int:
+        """A published (or dead-lettered) ``msg``, now owned by this queue: count it, persist
+        it (persistent message, durable non-exclusive queue, durable store), then append it
+        with its TTL and the length limits applied once (:meth:`enqueue`), and mark the queue
+        for dispatch. Returns the store ticket its publisher confirm waits for (0: none).
+        The caller checked :meth:`refuses` first."""
+        size = len(msg.body)
+        self.stat_publish += 1
+        b = self.broker
+        b.mem_used += size
+        ticket = 0
+        if msg.persistent and self.durable and self.exclusive_owner is None:
+            store = b.store
+            if store.durable:
+                ticket = store.add_message(self.vhost.name, self.name, msg)
+        if self.plain and msg.ttl_ms is None:
+            # hot path: no TTL, length limit or priority applies
+            msg.seq = self.next_seq
+            self.next_seq += 1
+            self.ready.append(msg)
+            self.ready_bytes += size
+        else:
+            self.enqueue(msg)
+        b.mark_queue(self)
+        return ticket
+
     def enqueue(self, msg: Message) -> None:
         """Append ``msg`` (already owned by this queue) and apply TTL and length limits.
 
-        The caller persists it when needed and marks the queue dirty for dispatch.
+        :meth:`publish` and recovery call it; they account for the message (memory, store)
+        and mark the queue dirty for dispatch.
         """
         msg.seq = self.next_seq
         self.next_seq += 1
