@@ -69,8 +69,9 @@ class Channel:
         self.can_deliver = conn.writable
         self.next_tag = 1
         self.unacked = Unacked()
-        self.unacked_count = 0
         self.consumers: dict[str, Consumer] = {}
+        #: cancelled consumers of this channel whose deliveries are not all settled yet
+        self.former_consumers: list[Consumer] = []
         self.prefetch_consumer = 0
         self.prefetch_global = 0
         self.confirm = False
@@ -83,6 +84,26 @@ class Channel:
         self.last_queue: str | None = None
         self.frame_max = conn.frame_max
         self.reply_queue: Queue | None = None
+
+    @property
+    def unacked_count(self) -> int:
+        """Deliveries to this channel's consumers not yet settled: what ``basic.qos
+        global=true`` limits (basic.get-ok deliveries do not count, RabbitMQ 3.10). Derived
+        from the consumers' counts, which their queues keep (:meth:`Queue.count_delivered`);
+        acks held in a transaction count until tx.commit."""
+        n = 0
+        for c in self.consumers.values():
+            n += c.unacked
+        if self.former_consumers:
+            self.former_consumers = former = [c for c in self.former_consumers if c.unacked]
+            for c in former:
+                n += c.unacked
+        return n
+
+    def _forget_consumer(self, c: Consumer) -> None:
+        """``c`` is no longer a consumer of this channel; its unsettled deliveries still count."""
+        if c.unacked:
+            self.former_consumers.append(c)
 
     # ================================================================== output helpers
     def send(self, method) -> None:
@@ -98,9 +119,7 @@ class Channel:
             q._forget(m)
         else:
             self.unacked.add(tag, m, c)
-            c.unacked += 1
-            self.unacked_count += 1
-            q.unacked_count += 1
+            q.count_delivered(c)
         k_enc, k_props, k_blen, pre, post = c.frame_cache
         if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.acquired_count):
             # the frame parts of the consumer's previous delivery fit (round-robin hot path)
@@ -122,9 +141,7 @@ class Channel:
             q.forget_many(msgs)
         else:
             self.unacked.add_run(tag, msgs, c)
-            c.unacked += n
-            self.unacked_count += n
-            q.unacked_count += n
+            q.count_delivered(c, n)
         self._encode_delivers(c, msgs, tag, q)
 
     def deliver_stream(self, c: Consumer, entries: list, first: int, q) -> None:
@@ -138,9 +155,7 @@ class Channel:
         tag = self.next_tag
         self.next_tag = tag + n
         self.unacked.add_run(tag, list(range(first, first + n)), c)
-        c.unacked += n
-        self.unacked_count += n
-        q.unacked_count += n
+        q.count_delivered(c, n)
         conn = self.conn
         out = conn.out
         ch_n = self.number
@@ -348,34 +363,27 @@ class Channel:
                     g[1].append(m)
                 groups = by_owner.values()
             for o, ms in groups:
-                if o.__class__ is Consumer:
-                    o.unacked -= len(ms)
-                    self.unacked_count -= len(ms)
-                    q = o.queue
-                else:
-                    q = o
-                q.settle_many(ms)
+                q = o.queue if o.__class__ is Consumer else o
+                q.ack(ms, o)
                 mark(q)
         elif msgs:
             touched = set()
-            by_q: dict[int, list] = {}
+            by_q: dict[int, tuple[Queue, list, list]] = {}
             for m, o in zip(msgs, owners):
-                if o.__class__ is Consumer:
-                    o.unacked -= 1
-                    self.unacked_count -= 1
-                    q = o.queue
-                else:
-                    q = o
+                q = o.queue if o.__class__ is Consumer else o
                 if requeue and not q.deleted:
-                    q.unacked_count -= 1
-                    by_q.setdefault(id(q), [q]).append(m)
+                    g = by_q.get(id(q))
+                    if g is None:
+                        g = by_q[id(q)] = (q, [], [])
+                    g[1].append(m)
+                    g[2].append(o)
                 else:
-                    q.reject(m, False)
+                    q.reject_one(m, o)
                 if id(q) not in touched:
                     touched.add(id(q))
                     mark(q)
-            for q, *ms in by_q.values():
-                q.requeue(ms, failed)
+            for q, ms, os_ in by_q.values():
+                q.return_unacked(ms, os_, failed)
         if self.prefetch_global:
             for c in self.consumers.values():
                 mark(c.queue)
@@ -527,6 +535,7 @@ class Channel:
         if not method.no_wait:
             self.send(spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
         if c is not None:
+            self._forget_consumer(c)
             c.queue.remove_consumer(c)
             if c.queue is self.reply_queue:
                 self._drop_reply_queue()
@@ -541,7 +550,8 @@ class Channel:
 
     def consumer_cancelled_by_server(self, c: Consumer) -> None:
         """The consumer's queue was deleted: send basic.cancel when the client supports it."""
-        self.consumers.pop(c.tag, None)
+        if self.consumers.pop(c.tag, None) is not None:
+            self._forget_consumer(c)
         if self.conn.capabilities.get("consumer_cancel_notify") and not self.closing:
             self.send(spec.Basic.Cancel(consumer_tag=c.tag, no_wait=True))
 
@@ -559,7 +569,7 @@ class Channel:
         else:
             # RabbitMQ 3.10: basic.get messages do not count against the channel's prefetch
             self.unacked.add(tag, m, q)
-            q.unacked_count += 1
+            q.count_delivered(q)
         props_raw = (_with_delivery_count(m, not q.requeue_counts) if q.quorum else m.props_raw)
         content_frames(self.conn.out, self.number,
                        get_ok_payload(tag, m.redelivered, m.enc, q.message_count),
@@ -759,6 +769,7 @@ class Channel:
             c.queue.remove_consumer(c)
         self.consumers.clear()
         self.requeue_all()
+        self.former_consumers = []
         self._drop_reply_queue()
         self.tx_publishes, self.tx_acks = [], []
         self.broker.store_waiters.discard(self)

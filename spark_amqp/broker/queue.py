@@ -353,6 +353,41 @@ class Queue:
         for m in dropped:
             self.discard(m, "maxlen")
 
+    # ------------------------------------------------------------------ unacked counts
+    # The queue owns the counts of its outstanding deliveries: ``unacked_count`` (the queue's,
+    # for queue.declare-ok's siblings in the management API) and each consumer's ``unacked``
+    # (its prefetch). They change only here: a channel records which deliveries are
+    # outstanding (:class:`~.unacked.Unacked`) and tells the queue when they are sent and
+    # settled; an ``owner`` is the :class:`Consumer` of a basic.deliver or this queue for a
+    # basic.get-ok (RabbitMQ 3.10: basic.get does not count against a prefetch).
+    def count_delivered(self, owner, n: int = 1) -> None:
+        """``n`` deliveries to ``owner`` that wait for an ack (not no-ack ones)."""
+        if owner is not self:
+            owner.unacked += n
+        self.unacked_count += n
+
+    def ack(self, msgs: list[Message], owner) -> None:
+        """basic.ack of ``msgs`` delivered to ``owner``: forget them for good."""
+        if owner is not self:
+            owner.unacked -= len(msgs)
+        self.settle_many(msgs)
+
+    def reject_one(self, msg: Message, owner) -> None:
+        """basic.reject/nack without requeue (or into a deleted queue) of ``msg`` delivered
+        to ``owner``: dead-lettered with reason ``rejected`` or dropped."""
+        if owner is not self:
+            owner.unacked -= 1
+        self.reject(msg, False)
+
+    def return_unacked(self, msgs: list[Message], owners: list, failed: bool = True) -> None:
+        """Deliveries ``msgs`` (to ``owners``, one each) come back: reject/nack with requeue,
+        basic.recover, a closed channel. They go back as :meth:`requeue` says."""
+        for o in owners:
+            if o is not self:
+                o.unacked -= 1
+        self.unacked_count -= len(msgs)
+        self.requeue(msgs, failed)
+
     # ------------------------------------------------------------------ removal
     def settle(self, msg: Message) -> None:
         """A delivered message was acked (or dropped): forget it for good."""
