@@ -60,7 +60,7 @@ from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, Inte
                                NotAllowed, PreconditionFailed, AccessRefused)
 from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
                                OversizedContent, ProtocolHeader, RawPublish)
-from ..protocol.connection import AMQPConnection, Role
+from ..protocol.connection import AMQPConnection, ConnectionState, Role
 from ..protocol.server_frames import method_frame
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
@@ -84,6 +84,22 @@ _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coal
 _COALESCE_DELAY = 0.001   # seconds
 _INITIAL_FRAME_MAX = 4096  # bytes of frame payload before tune-ok (RabbitMQ's initial_frame_max)
 
+_CS = ConnectionState
+_OPEN = _CS.OPEN
+_CLOSING = _CS.CLOSING
+#: states before the client's tune-ok: frames are limited to initial_frame_max
+_PRE_TUNE = frozenset((_CS.AWAIT_HEADER, _CS.AWAIT_START, _CS.AWAIT_START_OK, _CS.AWAIT_SECURE_OK,
+                       _CS.AWAIT_TUNE, _CS.AWAIT_TUNE_OK))
+#: the connection's phase by state machine state: what the broker waits for ("start-ok" also
+#: while it authenticates, "open" also while it checks the vhost), "opened", "closing" (it
+#: sent connection.close) or "closed" (close handshake done, or the client's close answered)
+_PHASE = {
+    _CS.AWAIT_HEADER: "header", _CS.AWAIT_START: "start-ok", _CS.AWAIT_START_OK: "start-ok",
+    _CS.AWAIT_SECURE_OK: "start-ok", _CS.AWAIT_TUNE: "start-ok", _CS.AWAIT_TUNE_OK: "tune-ok",
+    _CS.AWAIT_OPEN: "open", _CS.AWAIT_OPEN_OK: "open", _OPEN: "opened", _CLOSING: "closing",
+    _CS.CLOSE_RECEIVED: "closed", _CS.CLOSED: "closed",
+}
+
 
 class AMQPServerProtocol(asyncio.Protocol):
     """One client connection. ``broker`` is the owning :class:`~.server.Broker`."""
@@ -93,7 +109,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.loop = broker.loop
         self.transport = None
         self.peer = "?"
-        self.state = "header"
         self._head = b""  # the protocol header's first bytes, while it is incomplete
         self.out = bytearray()
         self.dirty = False
@@ -120,10 +135,19 @@ class AMQPServerProtocol(asyncio.Protocol):
         self._hb_timer = None
         self._close_timer = None
         self.closed = False
+        #: the handshake and close rules (sans-IO, server role); see _on_connection_method.
+        #: The connection's phase is its state (see ``state``).
+        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
         self.decoder: Decoder | None = None
         self._new_decoder()
-        #: the handshake and close rules (sans-IO, server role); see _on_connection_method
-        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
+
+    @property
+    def state(self) -> str:
+        """The connection's phase, derived from the state machine's
+        :class:`~spark_amqp.protocol.connection.ConnectionState` (read-only): "header",
+        "start-ok", "tune-ok", "open" (waiting for connection.open), "opened", "closing",
+        "closed" (the management API shows "running" for "opened")."""
+        return _PHASE[self.sm.state]
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -141,13 +165,13 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._hb_timer = self.loop.call_later(timeout / 1000.0, self._handshake_timeout)
 
     def _handshake_timeout(self) -> None:
-        if self.state != "opened" and not self.closed:
+        if self.sm.state is not _OPEN and not self.closed:
             log.warning("closing connection %s: handshake not finished within %g s (handshake_timeout)",
                         self.peer, self.broker.config.handshake_timeout / 1000.0)
             self._abort()
 
     def connection_lost(self, exc) -> None:
-        if self.state not in ("closed",) and self.user is not None and self.state != "closing":
+        if self.user is not None and self.state not in ("closed", "closing"):
             log.warning("client %s (user %r) closed the socket without connection.close", self.peer, self.user)
         self._cleanup()
         log.info("closed AMQP connection from %s", self.peer)
@@ -236,7 +260,7 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _received(self, data: bytes) -> None:
         self.only_publishes = True
-        if self.state == "header":
+        if self.sm.state is _CS.AWAIT_HEADER:
             # refuse at once what cannot become "AMQP", before all 8 header bytes are in
             head = self._head = (self._head + bytes(data[:8]))[:8]
             if head[:4] != b"AMQP"[:min(len(head), 4)]:
@@ -278,7 +302,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         # payload), which also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket
         # for a larger one); then the negotiated frame-max
         # (RabbitMQ 4.1+: initial_frame_max defaults to FRAME_MIN_SIZE, 8192, rabbit_reader at v4.3.0)
-        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
+        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.sm.state in _PRE_TUNE else self.frame_max
         self.decoder = Decoder(frame_max=fm, expect_protocol_header=header,
                                max_body_size=self.broker.config.max_message_size,
                                raw_content=True, drop_oversized=True,
@@ -370,7 +394,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._bad_header(raw)
             return
         major, minor = (8, 0) if header.version == "0-8" else (0, 9)
-        self.state = "start-ok"
         from .._version import __version__
         props = {
             "product": "spark-amqp embedded broker", "version": __version__,
@@ -410,11 +433,9 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(0, spec.Connection.CloseOk())
             self.flush()
             log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
-            self.state = "closed"
             self._leave_socket_to_client()
             return
         if idx == spec.Connection.CloseOk.INDEX:
-            self.state = "closed"
             self._close_transport()
             return
         if idx == spec.Connection.StartOk.INDEX:
@@ -438,7 +459,6 @@ class AMQPServerProtocol(asyncio.Protocol):
                     self._close_transport()
                 return
             self.user = user
-            self.state = "tune-ok"
             cfg = self.broker.config
             self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
                                                      heartbeat=cfg.heartbeat))
@@ -452,7 +472,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.decoder.set_frame_max(fm)  # from the next frame on, even in this read
             self.channel_max = cm
             self.heartbeat = method.heartbeat
-            self.state = "open"
             return
         if idx == spec.Connection.Open.INDEX:
             vname = method.virtual_host
@@ -460,7 +479,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             if v is None:
                 raise NotAllowed(f"vhost {vname} not found", 10, 40)
             limit = self.broker.config.max_connections
-            if limit and sum(1 for c in self.broker.connections if c.state == "opened") >= limit:
+            if limit and sum(1 for c in self.broker.connections if c.sm.state is _OPEN) >= limit:
                 # RabbitMQ's wording for its per-vhost max-connections limit
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}': "
                                  f"connection limit ({limit}) is reached", 10, 40)
@@ -469,7 +488,6 @@ class AMQPServerProtocol(asyncio.Protocol):
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
             self.vhost = v
             self.perm = perm
-            self.state = "opened"
             self.send_method(0, spec.Connection.OpenOk())
             if self._hb_timer is not None:
                 self._hb_timer.cancel()
@@ -503,9 +521,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             if self.closed:
                 raise _Stopped
             return
-        if self.state == "closing":
-            return
-        if self.state != "opened":  # the state machine's 504 ("channels ... after open-ok")
+        st = self.sm.state
+        if st is not _OPEN:
+            if st is _CLOSING:
+                return
+            # the state machine's 504 ("channels ... after open-ok")
             self.sm.receive_method(chan, method)
             raise CommandInvalid(f"{method.NAME} before the connection was opened", cid, method.METHOD_ID)
         if cid == _CONN_CLASS:
@@ -573,14 +593,14 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def connection_error(self, exc: AMQPError) -> None:
         """Send connection.close with ``exc``'s code; wait for close-ok (or a timeout)."""
-        if self.closed or self.state in ("closing", "closed"):
+        phase = self.state
+        if self.closed or phase in ("closing", "closed"):
             return
         log.log(logging.INFO if exc.reply_code == 320 else logging.WARNING, "closing connection %s: %s", self.peer, exc)
-        if self.state in ("header",):
+        if phase == "header":
             self._close_transport()
             return
         self._teardown_channels()
-        self.state = "closing"
         self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                   class_id=exc.class_id, method_id=exc.method_id))
         self.flush()
@@ -592,7 +612,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def close_by_server(self, code: int = 320, text: str = "CONNECTION_FORCED - broker shutdown") -> None:
         """Close the connection from the broker side (shutdown): 320 CONNECTION_FORCED."""
         from ..protocol.errors import ConnectionForced
-        if self.state == "opened":
+        if self.sm.state is _OPEN:
             self.connection_error(ConnectionForced(text))
         else:
             self._abort()
@@ -603,7 +623,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.blocked_by_alarm:
             return
         self.blocked_by_alarm = True
-        if self.capabilities.get("connection.blocked") and self.state == "opened":
+        if self.capabilities.get("connection.blocked") and self.sm.state is _OPEN:
             self.send_method(0, spec.Connection.Blocked(reason=self.broker.block_reason or "low on memory"))
             self.flush()
         self._pause_reading()
@@ -612,7 +632,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if not self.blocked_by_alarm:
             return
         self.blocked_by_alarm = False
-        if self.capabilities.get("connection.blocked") and self.state == "opened":
+        if self.capabilities.get("connection.blocked") and self.sm.state is _OPEN:
             self.send_method(0, spec.Connection.Unblocked())
         if self.writable:
             self._resume_reading()
