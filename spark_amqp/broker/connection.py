@@ -33,7 +33,9 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
   close/close-ok, and drop the socket after close-ok or a timeout;
 - heartbeats: the negotiated interval; a heartbeat is sent when nothing was sent for half of
-  it; a peer silent for two intervals is dropped;
+  it; a peer silent for two intervals is dropped (the state machine's ``heartbeat_action`` /
+  ``heartbeat_deadline`` decide, fed every read and write; silence while the broker does not
+  read, flow control or a resource alarm, is not the peer's);
 - flow control: when the transport's write buffer passes its high-water mark the connection
   stops reading from the socket and deliveries to it pause (bounded memory per connection);
 - read coalescing: a small read holding only publishes on channels that wait for nothing
@@ -58,7 +60,7 @@ from typing import Any
 from ..protocol import spec
 from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, InternalError,
                                NotAllowed, PreconditionFailed, AccessRefused)
-from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
+from ..protocol.frames import (PROTOCOL_HEADER, ContentMessage, Decoder,
                                OversizedContent, ProtocolHeader, RawPublish)
 from ..protocol.connection import AMQPConnection, ConnectionState, Role
 from ..protocol.server_frames import method_frame
@@ -120,7 +122,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         cfg = broker.config
         self.frame_max = cfg.frame_max or 131072
         self.channel_max = cfg.channel_max or 65535
-        self.heartbeat = 0
         self.user: str | None = None
         self.local_address: str | None = None  # the server-side address (loopback_users)
         self.vhost = None
@@ -131,7 +132,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.perm = None
         self.published = False
         self.only_publishes = False
-        self.last_recv = self.last_send = time.monotonic()
         self._hb_timer = None
         self._close_timer = None
         self.closed = False
@@ -148,6 +148,11 @@ class AMQPServerProtocol(asyncio.Protocol):
         "start-ok", "tune-ok", "open" (waiting for connection.open), "opened", "closing",
         "closed" (the management API shows "running" for "opened")."""
         return _PHASE[self.sm.state]
+
+    @property
+    def heartbeat(self) -> int:
+        """The negotiated heartbeat interval in seconds (connection.tune-ok; 0 = none)."""
+        return self.sm.heartbeat
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -237,13 +242,13 @@ class AMQPServerProtocol(asyncio.Protocol):
         if out and self.transport is not None and not self.closed:
             self.out = bytearray()
             self.transport.write(out)
-            self.last_send = time.monotonic()
+            self.sm.note_sent()
         elif out:
             self.out = bytearray()
 
     # ================================================================== input
     def data_received(self, data: bytes) -> None:
-        self.last_recv = time.monotonic()
+        self.sm.note_received()
         if self.closed:
             return
         broker = self.broker
@@ -471,7 +476,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.frame_max = fm
             self.decoder.set_frame_max(fm)  # from the next frame on, even in this read
             self.channel_max = cm
-            self.heartbeat = method.heartbeat
             return
         if idx == spec.Connection.Open.INDEX:
             vname = method.virtual_host
@@ -492,8 +496,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             if self._hb_timer is not None:
                 self._hb_timer.cancel()
                 self._hb_timer = None
-            if self.heartbeat:
-                self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
+            self._arm_heartbeat(time.monotonic())
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
         if idx == spec.Connection.UpdateSecret.INDEX:
@@ -637,23 +640,29 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.writable:
             self._resume_reading()
 
+    def _arm_heartbeat(self, now: float) -> None:
+        """Time the next heartbeat check at the state machine's deadline (none: heartbeats off)."""
+        delay = self.sm.heartbeat_deadline(now)
+        if delay is not None:
+            self._hb_timer = self.loop.call_later(delay, self._heartbeat_tick)
+
     def _heartbeat_tick(self) -> None:
         self._hb_timer = None
         if self.closed:
             return
+        sm = self.sm
         now = time.monotonic()
-        hb = self.heartbeat
         if self.reading_paused:
             # we stopped reading (flow control / memory alarm): the peer is not to blame
-            self.last_recv = now
-        if now - self.last_recv > 2 * hb:
-            log.warning("missed heartbeats from client %s, timeout: %ds", self.peer, hb)
+            sm.note_received(now)
+        action = sm.heartbeat_action(now)
+        if action == "dead":
+            log.warning("missed heartbeats from client %s, timeout: %ds", self.peer, sm.heartbeat)
             self._abort()
             return
-        if now - self.last_send >= hb / 2.0 and self.transport is not None:
-            self.transport.write(HEARTBEAT_FRAME)
-            self.last_send = now
-        self._hb_timer = self.loop.call_later(hb / 2.0, self._heartbeat_tick)
+        if action == "send" and self.transport is not None:
+            self.transport.write(sm.send_heartbeat(now))
+        self._arm_heartbeat(now)
 
     def _teardown_channels(self) -> None:
         for ch in list(self.channels.values()):
