@@ -74,6 +74,7 @@ __all__ = ["AMQPServerProtocol"]
 log = logging.getLogger("spark_amqp.broker")
 
 _PUBLISH = spec.Basic.Publish.INDEX
+_PUBLISH_IDS = (spec.Basic.Publish.CLASS_ID, spec.Basic.Publish.METHOD_ID)
 METHODS = spec.METHODS
 _CONN_CLASS = 10
 #: RabbitMQ's ?CLOSING_TIMEOUT (rabbit_reader.erl): how long a closed connection's socket is
@@ -350,7 +351,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._on_header(ev.raw)
             if self.closed:
                 raise _Stopped
-        # Heartbeat: nothing to do (last_recv is set for every read)
+        # Heartbeat: nothing to do (data_received notes every read to the state machine)
 
     def _on_content_method(self, chan: int, method) -> None:
         """``Decoder(on_content=...)``: a content method starts (not complete in the read).
@@ -358,9 +359,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         if method.INDEX != _PUBLISH:
             raise CommandInvalid(f"{method.NAME} may not be sent by a client", method.CLASS_ID, method.METHOD_ID)
         if chan == 0:
-            raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
+            raise ChannelErrorCode("basic.publish on channel 0", method.CLASS_ID, method.METHOD_ID)
         if chan not in self.channels:
-            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
+            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", method.CLASS_ID, method.METHOD_ID)
 
     def _too_large(self, chan: int, size: int) -> None:
         """A message above ``max_message_size`` was read (and dropped): 406 on its channel, as
@@ -371,7 +372,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         limit = self.broker.config.max_message_size
         self.channel_error(ch, PreconditionFailed(
-            f"message size {size} is larger than configured max size {limit}", 60, 40))
+            f"message size {size} is larger than configured max size {limit}", *_PUBLISH_IDS))
 
     def _publish(self, chan: int, c: list, body: bytes) -> None:
         ch = self.channels.get(chan)
@@ -459,7 +460,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 # RabbitMQ logs the reason, tells the client only that the login was refused
                 log.warning("connection %s: %s login refused: %s", self.peer, mech, exc)
                 if self.capabilities.get("authentication_failure_close"):
-                    self.connection_error(AccessRefused(exc.client_text or str(exc), 10, 11))
+                    self.connection_error(AccessRefused(exc.client_text or str(exc), method.CLASS_ID, method.METHOD_ID))
                 else:
                     self._close_transport()
                 return
@@ -481,15 +482,15 @@ class AMQPServerProtocol(asyncio.Protocol):
             vname = method.virtual_host
             v = self.broker.vhosts.get(vname)
             if v is None:
-                raise NotAllowed(f"vhost {vname} not found", 10, 40)
+                raise NotAllowed(f"vhost {vname} not found", method.CLASS_ID, method.METHOD_ID)
             limit = self.broker.config.max_connections
             if limit and sum(1 for c in self.broker.connections if c.sm.state is _OPEN) >= limit:
                 # RabbitMQ's wording for its per-vhost max-connections limit
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}': "
-                                 f"connection limit ({limit}) is reached", 10, 40)
+                                 f"connection limit ({limit}) is reached", method.CLASS_ID, method.METHOD_ID)
             perm = self.broker.config.permission(self.user, vname)
             if perm is None:
-                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
+                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", method.CLASS_ID, method.METHOD_ID)
             self.vhost = v
             self.perm = perm
             self.send_method(0, spec.Connection.OpenOk())
@@ -542,7 +543,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 # bound on the channel number (checked on the real broker)
                 if len(self.channels) >= self.channel_max:
                     raise NotAllowed(f"number of channels opened ({len(self.channels)}) has reached the "
-                                     f"negotiated channel_max ({self.channel_max})", 20, 10)
+                                     f"negotiated channel_max ({self.channel_max})", method.CLASS_ID, method.METHOD_ID)
                 ch = Channel(self, chan)
                 self.channels[chan] = ch
                 self.send_method(chan, spec.Channel.OpenOk())
@@ -562,10 +563,10 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(chan, spec.Channel.CloseOk())
             return
         if idx == spec.Channel.Open.INDEX:
-            raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", 20, 10)
+            raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", method.CLASS_ID, method.METHOD_ID)
         if idx == spec.Channel.CloseOk.INDEX:
             # RabbitMQ 3.10: 503 "unimplemented method" for a close-ok that answers nothing
-            raise CommandInvalid("channel.close-ok without a channel.close", 20, 41)
+            raise CommandInvalid("channel.close-ok without a channel.close", method.CLASS_ID, method.METHOD_ID)
         h = HANDLERS.get(idx)
         if h is None:
             raise CommandInvalid(f"{method.NAME} may not be sent by a client", cid, method.METHOD_ID)

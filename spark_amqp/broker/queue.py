@@ -42,8 +42,9 @@ __all__ = ["Queue", "Consumer", "PriorityReady"]
 
 
 class Consumer:
-    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries;
-    ``frame_cache`` holds the channel's last basic.deliver frame parts for it."""
+    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries (its
+    queue keeps the count, see :meth:`Queue.count_delivered`); ``frame_cache`` holds the
+    channel's last basic.deliver frame parts for it."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
                  "tag_enc", "priority", "frame_cache", "stream_pos", "stream_filter")
@@ -157,7 +158,9 @@ def _arg_str(args: dict, name: str) -> str | None:
 
 
 class Queue:
-    """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``.
+    """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``,
+    ``unacked_count`` (delivered, not yet settled; changed by the methods under "unacked
+    counts"), the ``stat_*`` message counters of the management API.
 
     ``broker`` gives access to memory accounting, the store, dirty-marking and timers.
     ``stream`` is True for :class:`~.stream_queue.StreamQueue` (x-queue-type=stream).
