@@ -18,6 +18,8 @@ from spark_amqp.protocol import encode_method, spec
 from spark_amqp.protocol.connection import AMQPConnection, ConnectionState, Role
 from spark_amqp.protocol.frames import HEARTBEAT_FRAME, PROTOCOL_HEADER
 
+from rawclient import FakeTransport
+
 
 def _open_server(heartbeat: int, now: float) -> AMQPConnection:
     """A server-role state machine negotiated up to OPEN at time ``now``."""
@@ -46,36 +48,10 @@ def test_note_received_keeps_the_peer_alive():
     assert s.heartbeat_action(135.0) == "dead"
 
 
-class _Transport:
-    def __init__(self):
-        self.out = bytearray()
-        self.aborted = False
-
-    def get_extra_info(self, name, default=None):
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 5672)}.get(name, default)
-
-    def set_write_buffer_limits(self, high=None, low=None):
-        pass
-
-    def write(self, data):
-        self.out += data
-
-    def close(self):
-        self.aborted = True
-
-    abort = close
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
-
-
-def _broker_connection(loop, heartbeat: int) -> tuple[AMQPServerProtocol, _Transport]:
+def _broker_connection(loop, heartbeat: int) -> tuple[AMQPServerProtocol, FakeTransport]:
     broker = Broker(BrokerConfig(heartbeat=heartbeat), loop=loop)
     proto = AMQPServerProtocol(broker)
-    t = _Transport()
+    t = FakeTransport()
     proto.connection_made(t)
     proto.data_received(b"".join((
         PROTOCOL_HEADER,
@@ -103,13 +79,13 @@ def test_broker_times_heartbeats_by_the_state_machine_deadline():
         proto.sm.note_sent(now - 6)
         proto.sm.note_received(now - 6)
         proto._heartbeat_tick()
-        assert bytes(t.out) == HEARTBEAT_FRAME and not t.aborted
+        assert bytes(t.out) == HEARTBEAT_FRAME and not t.closed
         assert proto.sm.heartbeat_action(time.monotonic()) is None
         assert proto._hb_timer is not None
         # silent for 2 intervals while the broker reads: dropped
         proto.sm.note_received(now - 21)
         proto._heartbeat_tick()
-        assert t.aborted and proto.closed
+        assert t.closed and proto.closed
     finally:
         loop.close()
 
@@ -121,7 +97,7 @@ def test_broker_does_not_drop_a_client_it_stopped_reading():
         proto._pause_reading()    # flow control: the silence is the broker's
         proto.sm.note_received(time.monotonic() - 60)
         proto._heartbeat_tick()
-        assert not t.aborted and not proto.closed
+        assert not t.closed and not proto.closed
         assert proto.sm.heartbeat_action(time.monotonic()) is None
     finally:
         proto._abort()
