@@ -33,7 +33,9 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   channel error, 505 unexpected frame, 530, 540, 541) send connection.close, ignore all but
   close/close-ok, and drop the socket after close-ok or a timeout;
 - heartbeats: the negotiated interval; a heartbeat is sent when nothing was sent for half of
-  it; a peer silent for two intervals is dropped;
+  it; a peer silent for two intervals is dropped (the state machine's ``heartbeat_action`` /
+  ``heartbeat_deadline`` decide, fed every read and write; silence while the broker does not
+  read, flow control or a resource alarm, is not the peer's);
 - flow control: when the transport's write buffer passes its high-water mark the connection
   stops reading from the socket and deliveries to it pause (bounded memory per connection);
 - read coalescing: a small read holding only publishes on channels that wait for nothing
@@ -58,9 +60,9 @@ from typing import Any
 from ..protocol import spec
 from ..protocol.errors import (AMQPError, ChannelErrorCode, CommandInvalid, InternalError,
                                NotAllowed, PreconditionFailed, AccessRefused)
-from ..protocol.frames import (HEARTBEAT_FRAME, PROTOCOL_HEADER, ContentMessage, Decoder,
+from ..protocol.frames import (PROTOCOL_HEADER, ContentMessage, Decoder,
                                OversizedContent, ProtocolHeader, RawPublish)
-from ..protocol.connection import AMQPConnection, Role
+from ..protocol.connection import AMQPConnection, ConnectionState, Role
 from ..protocol.server_frames import method_frame
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
@@ -72,6 +74,7 @@ __all__ = ["AMQPServerProtocol"]
 log = logging.getLogger("spark_amqp.broker")
 
 _PUBLISH = spec.Basic.Publish.INDEX
+_PUBLISH_IDS = (spec.Basic.Publish.CLASS_ID, spec.Basic.Publish.METHOD_ID)
 METHODS = spec.METHODS
 _CONN_CLASS = 10
 #: RabbitMQ's ?CLOSING_TIMEOUT (rabbit_reader.erl): how long a closed connection's socket is
@@ -84,6 +87,22 @@ _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coal
 _COALESCE_DELAY = 0.001   # seconds
 _INITIAL_FRAME_MAX = 4096  # bytes of frame payload before tune-ok (RabbitMQ's initial_frame_max)
 
+_CS = ConnectionState
+_OPEN = _CS.OPEN
+_CLOSING = _CS.CLOSING
+#: states before the client's tune-ok: frames are limited to initial_frame_max
+_PRE_TUNE = frozenset((_CS.AWAIT_HEADER, _CS.AWAIT_START, _CS.AWAIT_START_OK, _CS.AWAIT_SECURE_OK,
+                       _CS.AWAIT_TUNE, _CS.AWAIT_TUNE_OK))
+#: the connection's phase by state machine state: what the broker waits for ("start-ok" also
+#: while it authenticates, "open" also while it checks the vhost), "opened", "closing" (it
+#: sent connection.close) or "closed" (close handshake done, or the client's close answered)
+_PHASE = {
+    _CS.AWAIT_HEADER: "header", _CS.AWAIT_START: "start-ok", _CS.AWAIT_START_OK: "start-ok",
+    _CS.AWAIT_SECURE_OK: "start-ok", _CS.AWAIT_TUNE: "start-ok", _CS.AWAIT_TUNE_OK: "tune-ok",
+    _CS.AWAIT_OPEN: "open", _CS.AWAIT_OPEN_OK: "open", _OPEN: "opened", _CLOSING: "closing",
+    _CS.CLOSE_RECEIVED: "closed", _CS.CLOSED: "closed",
+}
+
 
 class AMQPServerProtocol(asyncio.Protocol):
     """One client connection. ``broker`` is the owning :class:`~.server.Broker`."""
@@ -93,7 +112,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.loop = broker.loop
         self.transport = None
         self.peer = "?"
-        self.state = "header"
         self._head = b""  # the protocol header's first bytes, while it is incomplete
         self.out = bytearray()
         self.dirty = False
@@ -105,7 +123,6 @@ class AMQPServerProtocol(asyncio.Protocol):
         cfg = broker.config
         self.frame_max = cfg.frame_max or 131072
         self.channel_max = cfg.channel_max or 65535
-        self.heartbeat = 0
         self.user: str | None = None
         self.local_address: str | None = None  # the server-side address (loopback_users)
         self.vhost = None
@@ -116,14 +133,27 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.perm = None
         self.published = False
         self.only_publishes = False
-        self.last_recv = self.last_send = time.monotonic()
         self._hb_timer = None
         self._close_timer = None
         self.closed = False
+        #: the handshake and close rules (sans-IO, server role); see _on_connection_method.
+        #: The connection's phase is its state (see ``state``).
+        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
         self.decoder: Decoder | None = None
         self._new_decoder()
-        #: the handshake and close rules (sans-IO, server role); see _on_connection_method
-        self.sm = AMQPConnection(Role.SERVER, min_frame_max=cfg.behaviour.min_frame_max)
+
+    @property
+    def state(self) -> str:
+        """The connection's phase, derived from the state machine's
+        :class:`~spark_amqp.protocol.connection.ConnectionState` (read-only): "header",
+        "start-ok", "tune-ok", "open" (waiting for connection.open), "opened", "closing",
+        "closed" (the management API shows "running" for "opened")."""
+        return _PHASE[self.sm.state]
+
+    @property
+    def heartbeat(self) -> int:
+        """The negotiated heartbeat interval in seconds (connection.tune-ok; 0 = none)."""
+        return self.sm.heartbeat
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -141,13 +171,13 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._hb_timer = self.loop.call_later(timeout / 1000.0, self._handshake_timeout)
 
     def _handshake_timeout(self) -> None:
-        if self.state != "opened" and not self.closed:
+        if self.sm.state is not _OPEN and not self.closed:
             log.warning("closing connection %s: handshake not finished within %g s (handshake_timeout)",
                         self.peer, self.broker.config.handshake_timeout / 1000.0)
             self._abort()
 
     def connection_lost(self, exc) -> None:
-        if self.state not in ("closed",) and self.user is not None and self.state != "closing":
+        if self.user is not None and self.state not in ("closed", "closing"):
             log.warning("client %s (user %r) closed the socket without connection.close", self.peer, self.user)
         self._cleanup()
         log.info("closed AMQP connection from %s", self.peer)
@@ -213,13 +243,13 @@ class AMQPServerProtocol(asyncio.Protocol):
         if out and self.transport is not None and not self.closed:
             self.out = bytearray()
             self.transport.write(out)
-            self.last_send = time.monotonic()
+            self.sm.note_sent()
         elif out:
             self.out = bytearray()
 
     # ================================================================== input
     def data_received(self, data: bytes) -> None:
-        self.last_recv = time.monotonic()
+        self.sm.note_received()
         if self.closed:
             return
         broker = self.broker
@@ -236,7 +266,7 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def _received(self, data: bytes) -> None:
         self.only_publishes = True
-        if self.state == "header":
+        if self.sm.state is _CS.AWAIT_HEADER:
             # refuse at once what cannot become "AMQP", before all 8 header bytes are in
             head = self._head = (self._head + bytes(data[:8]))[:8]
             if head[:4] != b"AMQP"[:min(len(head), 4)]:
@@ -278,7 +308,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         # payload), which also caps connection.start-ok (RabbitMQ 3.10.8 drops the socket
         # for a larger one); then the negotiated frame-max
         # (RabbitMQ 4.1+: initial_frame_max defaults to FRAME_MIN_SIZE, 8192, rabbit_reader at v4.3.0)
-        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.state in ("header", "start-ok", "tune-ok") else self.frame_max
+        fm = self.broker.config.behaviour.initial_frame_max + 8 if self.sm.state in _PRE_TUNE else self.frame_max
         self.decoder = Decoder(frame_max=fm, expect_protocol_header=header,
                                max_body_size=self.broker.config.max_message_size,
                                raw_content=True, drop_oversized=True,
@@ -321,7 +351,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._on_header(ev.raw)
             if self.closed:
                 raise _Stopped
-        # Heartbeat: nothing to do (last_recv is set for every read)
+        # Heartbeat: nothing to do (data_received notes every read to the state machine)
 
     def _on_content_method(self, chan: int, method) -> None:
         """``Decoder(on_content=...)``: a content method starts (not complete in the read).
@@ -329,9 +359,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         if method.INDEX != _PUBLISH:
             raise CommandInvalid(f"{method.NAME} may not be sent by a client", method.CLASS_ID, method.METHOD_ID)
         if chan == 0:
-            raise ChannelErrorCode("basic.publish on channel 0", 60, 40)
+            raise ChannelErrorCode("basic.publish on channel 0", method.CLASS_ID, method.METHOD_ID)
         if chan not in self.channels:
-            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", 60, 40)
+            raise ChannelErrorCode(f"expected 'channel.open' on channel {chan}", method.CLASS_ID, method.METHOD_ID)
 
     def _too_large(self, chan: int, size: int) -> None:
         """A message above ``max_message_size`` was read (and dropped): 406 on its channel, as
@@ -342,7 +372,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             return
         limit = self.broker.config.max_message_size
         self.channel_error(ch, PreconditionFailed(
-            f"message size {size} is larger than configured max size {limit}", 60, 40))
+            f"message size {size} is larger than configured max size {limit}", *_PUBLISH_IDS))
 
     def _publish(self, chan: int, c: list, body: bytes) -> None:
         ch = self.channels.get(chan)
@@ -370,7 +400,6 @@ class AMQPServerProtocol(asyncio.Protocol):
             self._bad_header(raw)
             return
         major, minor = (8, 0) if header.version == "0-8" else (0, 9)
-        self.state = "start-ok"
         from .._version import __version__
         props = {
             "product": "spark-amqp embedded broker", "version": __version__,
@@ -410,11 +439,9 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(0, spec.Connection.CloseOk())
             self.flush()
             log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
-            self.state = "closed"
             self._leave_socket_to_client()
             return
         if idx == spec.Connection.CloseOk.INDEX:
-            self.state = "closed"
             self._close_transport()
             return
         if idx == spec.Connection.StartOk.INDEX:
@@ -433,12 +460,11 @@ class AMQPServerProtocol(asyncio.Protocol):
                 # RabbitMQ logs the reason, tells the client only that the login was refused
                 log.warning("connection %s: %s login refused: %s", self.peer, mech, exc)
                 if self.capabilities.get("authentication_failure_close"):
-                    self.connection_error(AccessRefused(exc.client_text or str(exc), 10, 11))
+                    self.connection_error(AccessRefused(exc.client_text or str(exc), method.CLASS_ID, method.METHOD_ID))
                 else:
                     self._close_transport()
                 return
             self.user = user
-            self.state = "tune-ok"
             cfg = self.broker.config
             self.send_method(0, spec.Connection.Tune(channel_max=cfg.channel_max, frame_max=cfg.frame_max,
                                                      heartbeat=cfg.heartbeat))
@@ -451,31 +477,27 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.frame_max = fm
             self.decoder.set_frame_max(fm)  # from the next frame on, even in this read
             self.channel_max = cm
-            self.heartbeat = method.heartbeat
-            self.state = "open"
             return
         if idx == spec.Connection.Open.INDEX:
             vname = method.virtual_host
             v = self.broker.vhosts.get(vname)
             if v is None:
-                raise NotAllowed(f"vhost {vname} not found", 10, 40)
+                raise NotAllowed(f"vhost {vname} not found", method.CLASS_ID, method.METHOD_ID)
             limit = self.broker.config.max_connections
-            if limit and sum(1 for c in self.broker.connections if c.state == "opened") >= limit:
+            if limit and sum(1 for c in self.broker.connections if c.sm.state is _OPEN) >= limit:
                 # RabbitMQ's wording for its per-vhost max-connections limit
                 raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}': "
-                                 f"connection limit ({limit}) is reached", 10, 40)
+                                 f"connection limit ({limit}) is reached", method.CLASS_ID, method.METHOD_ID)
             perm = self.broker.config.permission(self.user, vname)
             if perm is None:
-                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", 10, 40)
+                raise NotAllowed(f"access to vhost '{vname}' refused for user '{self.user}'", method.CLASS_ID, method.METHOD_ID)
             self.vhost = v
             self.perm = perm
-            self.state = "opened"
             self.send_method(0, spec.Connection.OpenOk())
             if self._hb_timer is not None:
                 self._hb_timer.cancel()
                 self._hb_timer = None
-            if self.heartbeat:
-                self._hb_timer = self.loop.call_later(self.heartbeat / 2.0, self._heartbeat_tick)
+            self._arm_heartbeat(time.monotonic())
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
         if idx == spec.Connection.UpdateSecret.INDEX:
@@ -503,9 +525,11 @@ class AMQPServerProtocol(asyncio.Protocol):
             if self.closed:
                 raise _Stopped
             return
-        if self.state == "closing":
-            return
-        if self.state != "opened":  # the state machine's 504 ("channels ... after open-ok")
+        st = self.sm.state
+        if st is not _OPEN:
+            if st is _CLOSING:
+                return
+            # the state machine's 504 ("channels ... after open-ok")
             self.sm.receive_method(chan, method)
             raise CommandInvalid(f"{method.NAME} before the connection was opened", cid, method.METHOD_ID)
         if cid == _CONN_CLASS:
@@ -519,7 +543,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 # bound on the channel number (checked on the real broker)
                 if len(self.channels) >= self.channel_max:
                     raise NotAllowed(f"number of channels opened ({len(self.channels)}) has reached the "
-                                     f"negotiated channel_max ({self.channel_max})", 20, 10)
+                                     f"negotiated channel_max ({self.channel_max})", method.CLASS_ID, method.METHOD_ID)
                 ch = Channel(self, chan)
                 self.channels[chan] = ch
                 self.send_method(chan, spec.Channel.OpenOk())
@@ -539,10 +563,10 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(chan, spec.Channel.CloseOk())
             return
         if idx == spec.Channel.Open.INDEX:
-            raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", 20, 10)
+            raise ChannelErrorCode(f"second 'channel.open' seen on channel {chan}", method.CLASS_ID, method.METHOD_ID)
         if idx == spec.Channel.CloseOk.INDEX:
             # RabbitMQ 3.10: 503 "unimplemented method" for a close-ok that answers nothing
-            raise CommandInvalid("channel.close-ok without a channel.close", 20, 41)
+            raise CommandInvalid("channel.close-ok without a channel.close", method.CLASS_ID, method.METHOD_ID)
         h = HANDLERS.get(idx)
         if h is None:
             raise CommandInvalid(f"{method.NAME} may not be sent by a client", cid, method.METHOD_ID)
@@ -573,14 +597,14 @@ class AMQPServerProtocol(asyncio.Protocol):
 
     def connection_error(self, exc: AMQPError) -> None:
         """Send connection.close with ``exc``'s code; wait for close-ok (or a timeout)."""
-        if self.closed or self.state in ("closing", "closed"):
+        phase = self.state
+        if self.closed or phase in ("closing", "closed"):
             return
         log.log(logging.INFO if exc.reply_code == 320 else logging.WARNING, "closing connection %s: %s", self.peer, exc)
-        if self.state in ("header",):
+        if phase == "header":
             self._close_transport()
             return
         self._teardown_channels()
-        self.state = "closing"
         self.send_method(0, spec.Connection.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                   class_id=exc.class_id, method_id=exc.method_id))
         self.flush()
@@ -592,7 +616,7 @@ class AMQPServerProtocol(asyncio.Protocol):
     def close_by_server(self, code: int = 320, text: str = "CONNECTION_FORCED - broker shutdown") -> None:
         """Close the connection from the broker side (shutdown): 320 CONNECTION_FORCED."""
         from ..protocol.errors import ConnectionForced
-        if self.state == "opened":
+        if self.sm.state is _OPEN:
             self.connection_error(ConnectionForced(text))
         else:
             self._abort()
@@ -603,7 +627,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.blocked_by_alarm:
             return
         self.blocked_by_alarm = True
-        if self.capabilities.get("connection.blocked") and self.state == "opened":
+        if self.capabilities.get("connection.blocked") and self.sm.state is _OPEN:
             self.send_method(0, spec.Connection.Blocked(reason=self.broker.block_reason or "low on memory"))
             self.flush()
         self._pause_reading()
@@ -612,28 +636,34 @@ class AMQPServerProtocol(asyncio.Protocol):
         if not self.blocked_by_alarm:
             return
         self.blocked_by_alarm = False
-        if self.capabilities.get("connection.blocked") and self.state == "opened":
+        if self.capabilities.get("connection.blocked") and self.sm.state is _OPEN:
             self.send_method(0, spec.Connection.Unblocked())
         if self.writable:
             self._resume_reading()
+
+    def _arm_heartbeat(self, now: float) -> None:
+        """Time the next heartbeat check at the state machine's deadline (none: heartbeats off)."""
+        delay = self.sm.heartbeat_deadline(now)
+        if delay is not None:
+            self._hb_timer = self.loop.call_later(delay, self._heartbeat_tick)
 
     def _heartbeat_tick(self) -> None:
         self._hb_timer = None
         if self.closed:
             return
+        sm = self.sm
         now = time.monotonic()
-        hb = self.heartbeat
         if self.reading_paused:
             # we stopped reading (flow control / memory alarm): the peer is not to blame
-            self.last_recv = now
-        if now - self.last_recv > 2 * hb:
-            log.warning("missed heartbeats from client %s, timeout: %ds", self.peer, hb)
+            sm.note_received(now)
+        action = sm.heartbeat_action(now)
+        if action == "dead":
+            log.warning("missed heartbeats from client %s, timeout: %ds", self.peer, sm.heartbeat)
             self._abort()
             return
-        if now - self.last_send >= hb / 2.0 and self.transport is not None:
-            self.transport.write(HEARTBEAT_FRAME)
-            self.last_send = now
-        self._hb_timer = self.loop.call_later(hb / 2.0, self._heartbeat_tick)
+        if action == "send" and self.transport is not None:
+            self.transport.write(sm.send_heartbeat(now))
+        self._arm_heartbeat(now)
 
     def _teardown_channels(self) -> None:
         for ch in list(self.channels.values()):

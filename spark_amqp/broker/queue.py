@@ -42,8 +42,9 @@ __all__ = ["Queue", "Consumer", "PriorityReady"]
 
 
 class Consumer:
-    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries;
-    ``frame_cache`` holds the channel's last basic.deliver frame parts for it."""
+    """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries (its
+    queue keeps the count, see :meth:`Queue.count_delivered`); ``frame_cache`` holds the
+    channel's last basic.deliver frame parts for it."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
                  "tag_enc", "priority", "frame_cache", "stream_pos", "stream_filter")
@@ -157,7 +158,9 @@ def _arg_str(args: dict, name: str) -> str | None:
 
 
 class Queue:
-    """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``.
+    """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``,
+    ``unacked_count`` (delivered, not yet settled; changed by the methods under "unacked
+    counts"), the ``stat_*`` message counters of the management API.
 
     ``broker`` gives access to memory accounting, the store, dirty-marking and timers.
     ``stream`` is True for :class:`~.stream_queue.StreamQueue` (x-queue-type=stream).
@@ -239,9 +242,12 @@ class Queue:
         self._ttl_timer = None
         self._expires_timer = None
         self.has_ttl = self.ttl_ms is not None
-        # no queue TTL, length limits or priorities: Broker.enqueue may append directly
+        # no queue TTL, length limits or priorities: publish appends directly
         self.plain = (self.ttl_ms is None and self.max_length is None and self.max_length_bytes is None
                       and not self.max_priority)
+        #: x-overflow reject-publish(-dlx) with a length limit: publish may be refused (refuses)
+        self.rejects_publish = (self.overflow != "drop-head"
+                                and (self.max_length is not None or self.max_length_bytes is not None))
         if self.expires_ms is not None:
             self._arm_expires()
 
@@ -276,10 +282,48 @@ class Queue:
             return True
         return False
 
+    def refuses(self, msg: Message) -> bool:
+        """True when this queue refuses a publish of ``msg`` (``x-overflow`` reject-publish or
+        reject-publish-dlx, queue full: see :meth:`is_full`); a reject-publish-dlx queue then
+        dead-letters it with reason ``maxlen`` (RabbitMQ docs "Queue Length Limit"). The
+        publisher gets basic.nack. Only ``rejects_publish`` queues can refuse."""
+        if not self.rejects_publish or not self.is_full(len(msg.body)):
+            return False
+        if self.overflow == "reject-publish-dlx" and self.dlx is not None:
+            self.vhost.dead_letter(self, msg, "maxlen")
+        return True
+
+    def publish(self, msg: Message) -> int:
+        """A published (or dead-lettered) ``msg``, now owned by this queue: count it, persist
+        it (persistent message, durable non-exclusive queue, durable store), then append it
+        with its TTL and the length limits applied once (:meth:`enqueue`), and mark the queue
+        for dispatch. Returns the store ticket its publisher confirm waits for (0: none).
+        The caller checked :meth:`refuses` first."""
+        size = len(msg.body)
+        self.stat_publish += 1
+        b = self.broker
+        b.mem_used += size
+        ticket = 0
+        if msg.persistent and self.durable and self.exclusive_owner is None:
+            store = b.store
+            if store.durable:
+                ticket = store.add_message(self.vhost.name, self.name, msg)
+        if self.plain and msg.ttl_ms is None:
+            # hot path: no TTL, length limit or priority applies
+            msg.seq = self.next_seq
+            self.next_seq += 1
+            self.ready.append(msg)
+            self.ready_bytes += size
+        else:
+            self.enqueue(msg)
+        b.mark_queue(self)
+        return ticket
+
     def enqueue(self, msg: Message) -> None:
         """Append ``msg`` (already owned by this queue) and apply TTL and length limits.
 
-        The caller persists it when needed and marks the queue dirty for dispatch.
+        :meth:`publish` and recovery call it; they account for the message (memory, store)
+        and mark the queue dirty for dispatch.
         """
         msg.seq = self.next_seq
         self.next_seq += 1
@@ -311,6 +355,41 @@ class Queue:
             dropped.append(m)
         for m in dropped:
             self.discard(m, "maxlen")
+
+    # ------------------------------------------------------------------ unacked counts
+    # The queue owns the counts of its outstanding deliveries: ``unacked_count`` (the queue's,
+    # for queue.declare-ok's siblings in the management API) and each consumer's ``unacked``
+    # (its prefetch). They change only here: a channel records which deliveries are
+    # outstanding (:class:`~.unacked.Unacked`) and tells the queue when they are sent and
+    # settled; an ``owner`` is the :class:`Consumer` of a basic.deliver or this queue for a
+    # basic.get-ok (RabbitMQ 3.10: basic.get does not count against a prefetch).
+    def count_delivered(self, owner, n: int = 1) -> None:
+        """``n`` deliveries to ``owner`` that wait for an ack (not no-ack ones)."""
+        if owner is not self:
+            owner.unacked += n
+        self.unacked_count += n
+
+    def ack(self, msgs: list[Message], owner) -> None:
+        """basic.ack of ``msgs`` delivered to ``owner``: forget them for good."""
+        if owner is not self:
+            owner.unacked -= len(msgs)
+        self.settle_many(msgs)
+
+    def reject_one(self, msg: Message, owner) -> None:
+        """basic.reject/nack without requeue (or into a deleted queue) of ``msg`` delivered
+        to ``owner``: dead-lettered with reason ``rejected`` or dropped."""
+        if owner is not self:
+            owner.unacked -= 1
+        self.reject(msg, False)
+
+    def return_unacked(self, msgs: list[Message], owners: list, failed: bool = True) -> None:
+        """Deliveries ``msgs`` (to ``owners``, one each) come back: reject/nack with requeue,
+        basic.recover, a closed channel. They go back as :meth:`requeue` says."""
+        for o in owners:
+            if o is not self:
+                o.unacked -= 1
+        self.unacked_count -= len(msgs)
+        self.requeue(msgs, failed)
 
     # ------------------------------------------------------------------ removal
     def settle(self, msg: Message) -> None:

@@ -257,60 +257,29 @@ class Broker:
     # ------------------------------------------------------------------ messages
     def enqueue(self, queues: list, msg: Message) -> tuple[int, bool]:
         """Put ``msg`` (a copy per extra queue) into ``queues``. Returns (store ticket the
-        publisher confirm must wait for, 0 if none; whether a reject-publish queue refused it)."""
+        publisher confirm must wait for, 0 if none; whether a reject-publish queue refused it).
+        Each queue decides what publishing means for it (:meth:`.queue.Queue.refuses`,
+        :meth:`.queue.Queue.publish`: TTL, limits, persistence; a stream appends to its log)."""
+        if len(queues) == 1:
+            q = queues[0]
+            if q.rejects_publish and q.refuses(msg):
+                return 0, True
+            return q.publish(msg), False
         ticket = 0
         rejected = False
         first = True
-        size = len(msg.body)
-        store = self.store
-        if len(queues) == 1:
-            q = queues[0]
-            if q.stream:
-                return q.append(msg), False
-            if q.plain:
-                # hot path: no TTL, length limit or priority on the queue
-                msg.seq = q.next_seq
-                q.next_seq += 1
-                q.ready.append(msg)
-                q.ready_bytes += size
-                q.stat_publish += 1
-                self.mem_used += size
-                if msg.persistent and q.durable and store.durable and q.exclusive_owner is None:
-                    ticket = store.add_message(q.vhost.name, q.name, msg)
-                if msg.ttl_ms is not None:
-                    msg.seq = q.next_seq - 1
-                    q.ready.pop()
-                    q.ready_bytes -= size
-                    q.next_seq -= 1
-                    q.enqueue(msg)
-                self._dirty_queues[id(q)] = q
-                if not self._scheduled:
-                    self._scheduled = True
-                    self.loop.call_soon(self._tick)
-                return ticket, False
         for q in queues:
             if q.stream:
-                t = q.append(msg)
-                if t > ticket:
-                    ticket = t
-                continue
-            if q.overflow != "drop-head" and (q.max_length is not None or q.max_length_bytes is not None):
-                if q.is_full(size):
+                m = msg   # a stream keeps only the encoded parts: no copy needed
+            else:
+                if q.rejects_publish and q.refuses(msg):
                     rejected = True
-                    if q.overflow == "reject-publish-dlx" and q.dlx is not None:
-                        q.vhost.dead_letter(q, msg, "maxlen")
                     continue
-            m = msg if first else msg.copy()
-            first = False
-            q.stat_publish += 1
-            self.mem_used += size
-            if m.persistent and q.durable and store.durable and q.exclusive_owner is None:
-                ticket = store.add_message(q.vhost.name, q.name, m)
-            q.enqueue(m)
-            self._dirty_queues[id(q)] = q
-        if not self._scheduled:
-            self._scheduled = True
-            self.loop.call_soon(self._tick)
+                m = msg if first else msg.copy()
+                first = False
+            t = q.publish(m)
+            if t > ticket:
+                ticket = t
         return ticket, rejected
 
     def _check_memory(self) -> None:

@@ -263,6 +263,10 @@ class StreamQueue(Queue):
     def enqueue(self, msg) -> None:
         self.append(msg)
 
+    def publish(self, msg) -> int:
+        """A published message: appended to the log (:meth:`append`); returns its ticket."""
+        return self.append(msg)
+
     def seal(self) -> None:
         """Write pending messages as chunks; register the fsync with the store's next batch."""
         log = self.log

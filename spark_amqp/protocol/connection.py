@@ -49,7 +49,10 @@ raise the same typed errors from the ``send_*`` methods without changing any sta
 Heartbeats (spec §4.2.7, rabbitmq.com/docs/heartbeats): the negotiated interval is in
 seconds; :meth:`~AMQPConnection.heartbeat_action` (the caller passes a monotonic ``now``)
 says ``"send"`` when nothing has been sent for half the interval (RabbitMQ's sender does the
-same) and ``"dead"`` when nothing at all has been received for two intervals.
+same) and ``"dead"`` when nothing at all has been received for two intervals;
+:meth:`~AMQPConnection.heartbeat_deadline` says when to ask next. A caller that frames bytes
+itself reports traffic with :meth:`~AMQPConnection.note_received` /
+:meth:`~AMQPConnection.note_sent`.
 """
 
 from __future__ import annotations
@@ -501,10 +504,14 @@ class AMQPConnection:
         self._last_sent = _now(now)
 
     def note_received(self, now: float | None = None) -> None:
-        """Count the peer as heard from at ``now`` (monotonic seconds) without bytes: for a
-        caller that stopped reading on purpose (back-pressure), whose unread input is not the
-        peer's silence. :meth:`heartbeat_action` measures "dead" from the most recent of this and
-        the last :meth:`receive_data` with bytes."""
+        """Record that the peer was heard from at ``now`` (monotonic seconds; default
+        ``time.monotonic()``) without handing its bytes to :meth:`receive_data`: for a caller
+        that frames the bytes itself (the embedded broker feeds only its channel-0 methods to
+        :meth:`receive_method`; any traffic counts as a heartbeat, spec §4.2.7, so the peer is
+        not dead while it sends), and for a caller that stopped reading on purpose
+        (back-pressure, flow control), whose unread input is not the peer's silence.
+        :meth:`heartbeat_action` measures "dead" from the most recent of this and the last
+        :meth:`receive_data` with bytes."""
         self._last_received = _now(now)
 
     @property

@@ -1,5 +1,6 @@
 """A minimal asyncio AMQP 0-9-1 client built on the project's codec, for broker tests that
-need many connections (load) or byte-level control (fuzz, heartbeats)."""
+need many connections (load) or byte-level control (fuzz, heartbeats); and
+:class:`FakeTransport`, for tests that drive a broker connection in process."""
 
 from __future__ import annotations
 
@@ -81,3 +82,31 @@ class RawClient:
         except Exception:
             pass
         self.writer.close()
+
+
+class FakeTransport:
+    """What AMQPServerProtocol uses of an asyncio transport; collects what it writes."""
+
+    def __init__(self):
+        self.out = bytearray()
+        self.closed = False
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 5672)}.get(name, default)
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        pass
+
+    def write(self, data):
+        self.out += data
+
+    def close(self):
+        self.closed = True
+
+    abort = close
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass

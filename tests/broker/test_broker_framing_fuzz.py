@@ -32,39 +32,13 @@ from spark_amqp.protocol import (AMQPError, BasicProperties, Decoder, MethodFram
                                  encode_message, encode_method, spec)
 from spark_amqp.protocol.frames import PROTOCOL_HEADER
 
+from rawclient import FakeTransport  # noqa: E402  (tests/broker, on sys.path as the test folder)
+
 FUZZ = settings(max_examples=int(os.environ.get("AMQP_FUZZ_EXAMPLES", "300")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
 FRAME_MAX = 131072
-
-
-class FakeTransport:
-    """What AMQPServerProtocol uses of an asyncio transport; collects what it writes."""
-
-    def __init__(self):
-        self.out = bytearray()
-        self.closed = False
-
-    def get_extra_info(self, name, default=None):
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 5672)}.get(name, default)
-
-    def set_write_buffer_limits(self, high=None, low=None):
-        pass
-
-    def write(self, data):
-        self.out += data
-
-    def close(self):
-        self.closed = True
-
-    abort = close
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
 
 
 def _preamble() -> bytes:

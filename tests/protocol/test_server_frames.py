@@ -149,9 +149,9 @@ def test_compiled_delivery_writers_as_pure(pre, mid, post, tag, red, offset, bod
 
 @needs_speedups
 def test_the_broker_uses_the_compiled_writers():
-    from spark_amqp.broker import channel
-    assert channel.append_deliver is SPEEDUPS.append_deliver
-    assert channel.append_stream_deliver is SPEEDUPS.append_stream_deliver
+    from spark_amqp.broker import channel_delivery   # the broker channel's basic.deliver part
+    assert channel_delivery.append_deliver is SPEEDUPS.append_deliver
+    assert channel_delivery.append_stream_deliver is SPEEDUPS.append_stream_deliver
 
 
 def test_out_of_range_tags_are_refused_by_both():
