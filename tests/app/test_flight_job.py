@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,18 +68,33 @@ def reference_aggregates(spark, limit: int):
                     "mean_dep_delay", "p90_dep_delay"))
 
 
+#: what Spark says when a Python worker it started did not connect back within its fixed
+#: 10 s (``PythonWorkerFactory``): the machine was too loaded to start a Python process
+WORKER_TOO_SLOW = "Python worker failed to connect back"
+
+
 def _run_demo(out: Path, *extra: str, limit: int = LIMIT):
+    """Run the demo; once more, into a fresh output folder, if Spark failed it because a
+    Python worker did not connect back in time (not the job's doing: Spark's fixed 10 s on a
+    machine running several JVMs at once); the first try's stderr is kept in ``out``."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    return subprocess.run(
-        [sys.executable, str(JOB), "--demo", "--limit", str(limit), "--output", str(out / "run"),
-         "--no-progress", "--json-result", str(out / "result.json"), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    for attempt in (1, 2):
+        proc = subprocess.run(
+            [sys.executable, str(JOB), "--demo", "--limit", str(limit), "--output",
+             str(out / "run"), "--no-progress", "--json-result", str(out / "result.json"),
+             *extra],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+        if proc.returncode == 0 or WORKER_TOO_SLOW not in proc.stderr or attempt == 2:
+            return proc
+        (out / "first-try-stderr.txt").write_text(proc.stderr)
+        shutil.rmtree(out / "run", ignore_errors=True)
+        (out / "result.json").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
 def demo_runs(request, tmp_path_factory):
-    """The module's demo runs, started at the same time in threads (each its own embedded
-    broker on a free port and its own Spark): ``{"queue"|"stream"|"live"|"live_stream":
+    """The module's demo runs, two at a time in threads (each its own embedded broker on a
+    free port and its own Spark): ``{"queue"|"stream"|"live"|"live_stream":
     (Future of the finished process, output dir)}``. Each run spends much of its time starting
     a JVM, loading the flights and waiting for triggers, so they overlap instead of taking
     turns (CI time). A run no selected test uses is not started."""
@@ -91,7 +107,9 @@ def demo_runs(request, tmp_path_factory):
             "live": ("live_run", "flight-delays-live", live, LIVE_LIMIT),
             "live_stream": ("live_stream_run", "flight-delays-live-stream",
                             (*live, "--stream"), LIVE_LIMIT)}
-    pool = ThreadPoolExecutor(len(runs), thread_name_prefix="flight-demo")
+    # two at a time: four JVMs at once (load average ~14 on 2 cores in a clean-clone CI run)
+    # made Spark's Python workers miss their 10 s to connect back
+    pool = ThreadPoolExecutor(2, thread_name_prefix="flight-demo")
     started = {}
     for kind, (fixture, folder, extra, limit) in runs.items():
         if fixture in used:
