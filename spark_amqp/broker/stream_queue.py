@@ -353,7 +353,7 @@ class StreamQueue(Queue):
         go below 0. So a consumer with prefetch 1 gets the whole chunk its offset is in and,
         until it acks, nothing more, however much is written after it: a reader that does
         not ack learns where the log ended when it started (the driver's tail probe,
-        spark/source/stream_probe.py, relies on it)."""
+        spark/source/streams/probe.py, relies on it)."""
         log = self.log
         if log.pending:
             self.seal()
