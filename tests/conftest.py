@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import uuid
 from pathlib import Path
 from urllib.parse import urlparse
@@ -158,44 +157,16 @@ def spark():
     session.stop()
 
 
-#: The crash tests whose runs start in the background once the tests of ``tests/app`` are
-#: done, in this order: each is a test module's ``crash_scenario(broker_url, tmp_dir)`` (one broker's
+#: The crash tests whose runs start in the background when the test session starts, in this
+#: order: each is a test module's ``crash_scenario(broker_url, tmp_dir)`` (one broker's
 #: publish, kills, restarts and final run), run for every broker its selected items ask for.
 EARLY_CRASH_TESTS = ("test_crash_restart_exactly_once", "test_crash_restart_loses_nothing")
-
-#: set when the first test outside ``tests/app`` starts: the crash runs wait for it (below)
-_PAST_APP_TESTS = threading.Event()
-#: seconds the crash runs wait for that at most
-_CRASH_RUNS_WAIT = 1200.0
-#: set when the session ends: crash runs still waiting then do not start
-_SESSION_OVER = threading.Event()
-
-
-def pytest_runtest_setup(item):
-    try:
-        folder = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent)
-    except ValueError:
-        folder = Path()
-    if folder.parts[:1] != ("app",):
-        _PAST_APP_TESTS.set()
-
-
-def _after_app_tests(fn, *args):
-    """Run ``fn(*args)`` once the tests of ``tests/app`` are done. Their flight demos and
-    notebook start four JVMs at once; with the crash runs' JVMs beside them, a clean-clone CI
-    run (load average ~14 on 2 cores) had Spark's Python workers miss their fixed 10 s to
-    connect back (``PythonWorkerFactory``: "Python worker failed to connect back") and every
-    demo fail (2026-11-26)."""
-    _PAST_APP_TESTS.wait(_CRASH_RUNS_WAIT)
-    if _SESSION_OVER.is_set():
-        return None  # the session ended first (interrupted): nothing to run for
-    return fn(*args)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def early_crash_runs(request, tmp_path_factory):
-    """The crash tests' runs, started once the tests of ``tests/app`` are done (see
-    :func:`_after_app_tests`) and run while the other tests run: ``{(test name, "embedded"|"rabbitmq"): Future of crash_scenario's result}``; the
+    """The crash tests' runs, started at the session's start and run while the other tests
+    run: ``{(test name, "embedded"|"rabbitmq"): Future of crash_scenario's result}``; the
     crash tests' module fixtures (source_helpers.broker_variants_at_once) take their results.
 
     Why: each crash test restarts a Spark query in a subprocess 4-6 times per broker, and
@@ -229,16 +200,13 @@ def early_crash_runs(request, tmp_path_factory):
     for name in EARLY_CRASH_TESTS:
         mine = [i for i in items if i.originalname == name]
         for kind in sorted({i.callspec.params.get("broker_url") for i in mine} & urls.keys()):
-            runs[(name, kind)] = pool.submit(_after_app_tests, mine[0].module.crash_scenario,
-                                             urls[kind],
+            runs[(name, kind)] = pool.submit(mine[0].module.crash_scenario, urls[kind],
                                              tmp_path_factory.mktemp(f"{name}-{kind}"))
     try:
         yield runs
     finally:
         for f in runs.values():
             f.cancel()   # a run not started yet (the session was interrupted)
-        _SESSION_OVER.set()
-        _PAST_APP_TESTS.set()  # runs still waiting for the app tests return at once
         pool.shutdown(wait=True)
         if broker is not None:
             broker.kill()
