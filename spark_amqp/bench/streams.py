@@ -15,7 +15,9 @@ segment files as RabbitMQ's are; RabbitMQ at ``--url``):
 3. the baseline: the same messages in a classic queue, read once by one consumer with the same
    prefetch/ack pattern (a classic queue is consumed destructively: refilled for each client);
 4. the broker's peak RSS sampled every 50 ms during the reads (``/proc/<pid>/status`` VmRSS;
-   RabbitMQ = its ``beam.smp``).
+   RabbitMQ = its ``beam.smp``); and for every read, the CPU the readers (this process) and
+   the broker used, in cores (CPU-seconds per wall second, Linux ``/proc``): a
+   single-threaded reader near 1.0 core is at its own ceiling, whatever the broker could give.
 
 5. stream filtering (``--filter-values 100``; 0 skips it): a stream of ``--messages`` bodies
    published in blocks of ``--filter-block`` messages (one publish batch, confirmed before the
@@ -106,6 +108,36 @@ class RssPeak:
         return self.peak_kb / 1024
 
 
+def _cpu_s(pid: int | None) -> float:
+    """User+system CPU-seconds used so far by process ``pid`` (0.0 when unknown)."""
+    if not pid:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class CpuShare:
+    """CPU used during the block by this process (the readers' threads) and by the broker
+    process ``pid``, as shares of one core over the block's wall time: which side of a read is
+    saturated (a share near 1.0 of a single-threaded reader is its ceiling)."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+
+    def __enter__(self) -> "CpuShare":
+        self._t0, self._r0, self._b0 = time.perf_counter(), time.process_time(), _cpu_s(self.pid)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        self.reader = (time.process_time() - self._r0) / wall
+        self.broker = (_cpu_s(self.pid) - self._b0) / wall if self.pid else float("nan")
+
+
 def publish(url: str, queue: str, n: int, body: bytes) -> float:
     """Publish ``n`` copies of ``body`` to ``queue`` with confirms; seconds taken."""
     return publish_confirmed(url, queue, n, body)
@@ -187,6 +219,15 @@ def concurrent_read(reader, url: str, queue: str, n: int, consumers: int, args: 
     return consumers * n / (time.perf_counter() - t0)
 
 
+def _cpu_rows(out: dict, label: str, cpu: CpuShare) -> None:
+    out[f"{label}: reader CPU (cores)"] = cpu.reader
+    out[f"{label}: broker CPU (cores)"] = cpu.broker
+
+
+def _cpu_text(cpu: CpuShare) -> str:
+    return f"   CPU: readers {cpu.reader:.2f} cores, broker {cpu.broker:.2f} cores"
+
+
 def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: list[int]) -> dict:
     """Every figure for one broker: {row label: value}."""
     from ..client import connect
@@ -205,13 +246,20 @@ def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: 
         with peak:
             for client, reader in READERS.items():
                 for k in consumer_counts:
-                    rate = concurrent_read(reader, url, stream, n, k, {"x-stream-offset": "first"})
+                    with CpuShare(pid) as cpu:
+                        rate = concurrent_read(reader, url, stream, n, k,
+                                               {"x-stream-offset": "first"})
                     out[f"stream read, {k} consumer(s), {client} (deliveries/s)"] = rate
-                    print(f"  {client:<18} stream  x{k}: {rate:>10,.0f} deliveries/s", flush=True)
+                    _cpu_rows(out, f"stream read, {k} consumer(s), {client}", cpu)
+                    print(f"  {client:<18} stream  x{k}: {rate:>10,.0f} deliveries/s"
+                          f"{_cpu_text(cpu)}", flush=True)
                 publish(url, classic, n, body)
-                rate = concurrent_read(reader, url, classic, n, 1, None)
+                with CpuShare(pid) as cpu:
+                    rate = concurrent_read(reader, url, classic, n, 1, None)
                 out[f"classic queue read, 1 consumer, {client} (deliveries/s)"] = rate
-                print(f"  {client:<18} classic x1: {rate:>10,.0f} deliveries/s", flush=True)
+                _cpu_rows(out, f"classic queue read, 1 consumer, {client}", cpu)
+                print(f"  {client:<18} classic x1: {rate:>10,.0f} deliveries/s{_cpu_text(cpu)}",
+                      flush=True)
         if pid:
             out["broker peak RSS during the reads (MB)"] = peak.mb
     finally:
@@ -398,7 +446,7 @@ def main(argv=None) -> int:
     print()
     print(head + ("   embedded/RabbitMQ" if both else ""))
     for row in rows:
-        fmt = ",.2f" if row.endswith((", s", "(%)")) else ",.0f"
+        fmt = ",.2f" if row.endswith((", s", "(%)", "(cores)")) else ",.0f"
         line = f"{row:<62}" + "".join(f"{results[b].get(row, float('nan')):>14{fmt}}" for b in brokers)
         if both and row in results["embedded"] and row in results["rabbitmq"]:
             line += f"   {results['embedded'][row] / results['rabbitmq'][row]:>8.2f}x"
