@@ -65,7 +65,8 @@ def require_rabbitmq() -> str:
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):
     """Put each test's tiers on it (tests/tiers.py: unit, broker, rabbitmq, spark, cluster,
-    rabbitmq_cluster), from its fixtures, folder, parameters and hand-put markers."""
+    rabbitmq_cluster), from its fixtures, folder, parameters and hand-put markers; then order
+    the session (tests/background.py)."""
     from tiers import tiers
 
     tests = ROOT / "tests"
@@ -77,6 +78,13 @@ def pytest_collection_modifyitems(config, items):
                                  parts[0] if len(parts) > 1 else "",
                                  callspec.params if callspec is not None else {}, have) - have):
             item.add_marker(tier)
+        if getattr(item, "originalname", None) in EARLY_CRASH_TESTS:
+            item.add_marker("background_result")
+    # the session order of tests/background.py: the folders that leave the cores idle first
+    # (the slow background runs fill them), the tests that take a slow run's result last
+    from background import session_order
+
+    items[:] = session_order(items)
 
 
 @pytest.fixture(scope="session")
@@ -164,49 +172,57 @@ EARLY_CRASH_TESTS = ("test_crash_restart_exactly_once", "test_crash_restart_lose
 
 
 @pytest.fixture(scope="session", autouse=True)
-def early_crash_runs(request, tmp_path_factory):
-    """The crash tests' runs, started at the session's start and run while the other tests
-    run: ``{(test name, "embedded"|"rabbitmq"): Future of crash_scenario's result}``; the
-    crash tests' module fixtures (source_helpers.broker_variants_at_once) take their results.
+def background_runs(request, tmp_path_factory):
+    """The session's slow runs (tests/background.py), started when the session starts and run
+    two at a time beside the tests: the crash tests' scenarios (``{(test name,
+    "embedded"|"rabbitmq"): Future of crash_scenario's result}``, taken by the crash tests'
+    module fixtures through source_helpers.broker_variants_at_once), then the runs that test
+    modules ask for with a ``start_background_runs(runs, fixturenames, tmp_path_factory)``
+    function (the flight demos). Yields the :class:`background.BackgroundRuns`.
 
-    Why: each crash test restarts a Spark query in a subprocess 4-6 times per broker, and
-    those runs spend most of their time starting JVMs; alone at the end of the run they took
-    ~6 min of CI time (232 s + 147 s on 2026-11-26), while the rest of the suite leaves a
-    core idle most of the time. Two at a time (one per broker, stream mode first), each in
-    its own thread; the embedded broker's runs use a broker of their own in a subprocess
-    (not the session's in-process one: 100,000 messages each would compete with the tests
-    for this process's GIL and its queues would show in other tests' views of the broker).
-    Only selected items are run; RabbitMQ's only when it is reachable (its item then skips
-    or fails through ``broker_url`` as any other)."""
-    items = [i for i in request.session.items
+    Why: each crash test restarts a Spark query in a subprocess 4-6 times per broker and each
+    flight demo is a whole Spark job; those runs spend most of their time starting JVMs. In
+    the session's first stretch (tests/broker, tests/client, ...) the cores are mostly idle.
+    Each crash scenario runs in a Python subprocess of its own
+    (:func:`background.in_subprocess`), with the embedded broker's runs on a broker of their
+    own (another subprocess: 100,000 messages each would compete with the tests for this
+    process's GIL, and its queues would show in other tests' views of the broker). Only
+    selected items are run; RabbitMQ's only when it is reachable (its item then skips or
+    fails through ``broker_url`` as any other)."""
+    from background import BackgroundRuns, in_subprocess
+
+    items = request.session.items
+    crash = [i for i in items
              if getattr(i, "originalname", None) in EARLY_CRASH_TESTS and hasattr(i, "callspec")]
-    if not items:
-        yield {}
-        return
-    from concurrent.futures import ThreadPoolExecutor
+    modules = []
+    for item in items:
+        m = getattr(item, "module", None)
+        if m is not None and hasattr(m, "start_background_runs") and m not in modules:
+            modules.append(m)
+    runs = BackgroundRuns()
+    broker = None
+    if crash:
+        from broker_process import BrokerProcess
 
-    from broker_process import BrokerProcess
-
-    kinds = {i.callspec.params.get("broker_url") for i in items}
-    broker = BrokerProcess(log_level="ERROR") if "embedded" in kinds else None
-    urls = {"embedded": broker.url} if broker is not None else {}
-    if "rabbitmq" in kinds:
-        try:
-            urls["rabbitmq"] = require_rabbitmq()
-        except (pytest.skip.Exception, pytest.fail.Exception):
-            pass
-    pool = ThreadPoolExecutor(max(1, len(urls)), thread_name_prefix="early-crash-run")
-    runs = {}
-    for name in EARLY_CRASH_TESTS:
-        mine = [i for i in items if i.originalname == name]
-        for kind in sorted({i.callspec.params.get("broker_url") for i in mine} & urls.keys()):
-            runs[(name, kind)] = pool.submit(mine[0].module.crash_scenario, urls[kind],
-                                             tmp_path_factory.mktemp(f"{name}-{kind}"))
+        kinds = {i.callspec.params.get("broker_url") for i in crash}
+        broker = BrokerProcess(log_level="ERROR") if "embedded" in kinds else None
+        urls = {"embedded": broker.url} if broker is not None else {}
+        if "rabbitmq" in kinds:
+            try:
+                urls["rabbitmq"] = require_rabbitmq()
+            except (pytest.skip.Exception, pytest.fail.Exception):
+                pass
+        for name in EARLY_CRASH_TESTS:
+            mine = [i for i in crash if i.originalname == name]
+            for kind in sorted({i.callspec.params.get("broker_url") for i in mine} & urls.keys()):
+                runs.submit((name, kind), in_subprocess, str(mine[0].fspath), "crash_scenario",
+                            urls[kind], tmp_path_factory.mktemp(f"{name}-{kind}"))
+    used = {name for item in items for name in getattr(item, "fixturenames", ())}
+    for m in modules:
+        m.start_background_runs(runs, used, tmp_path_factory)
     try:
         yield runs
     finally:
-        for f in runs.values():
-            f.cancel()   # a run not started yet (the session was interrupted)
-        pool.shutdown(wait=True)
+        runs.close()
         if broker is not None:
             broker.kill()

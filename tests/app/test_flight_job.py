@@ -32,7 +32,9 @@ LIMIT = 20_000
 LIVE_LIMIT = 2_000
 LIVE_RATE = 400
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
+#: background_result: the demos run in the background from the session's start
+#: (tests/background.py); these tests come last in the session, when the runs are done
+pytestmark = [pytest.mark.spark, pytest.mark.background_result, pytest.mark.timeout(420)]
 
 
 def reference_flights(limit: int):
@@ -91,50 +93,51 @@ def _run_demo(out: Path, *extra: str, limit: int = LIMIT):
         (out / "result.json").unlink(missing_ok=True)
 
 
-@pytest.fixture(scope="module")
-def demo_runs(request, tmp_path_factory):
-    """The module's demo runs, two at a time in threads (each its own embedded broker on a
-    free port and its own Spark): ``{"queue"|"stream"|"live"|"live_stream":
-    (Future of the finished process, output dir)}``. Each run spends much of its time starting
-    a JVM, loading the flights and waiting for triggers, so they overlap instead of taking
-    turns (CI time). A run no selected test uses is not started."""
-    from concurrent.futures import ThreadPoolExecutor
+#: the demo runs: kind -> (the fixture that takes it, output folder, extra arguments, flights)
+DEMO_RUNS = {
+    "queue": ("job_run", "flight-delays", ("--max-per-trigger", "12000"), LIMIT),
+    "stream": ("stream_run", "flight-delays-stream", ("--stream",), LIMIT),
+    "live": ("live_run", "flight-delays-live", ("--live", "--rate", str(LIVE_RATE)), LIVE_LIMIT),
+    "live_stream": ("live_stream_run", "flight-delays-live-stream",
+                    ("--live", "--rate", str(LIVE_RATE), "--stream"), LIVE_LIMIT),
+}
 
-    used = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
-    live = ("--live", "--rate", str(LIVE_RATE))
-    runs = {"queue": ("job_run", "flight-delays", ("--max-per-trigger", "12000"), LIMIT),
-            "stream": ("stream_run", "flight-delays-stream", ("--stream",), LIMIT),
-            "live": ("live_run", "flight-delays-live", live, LIVE_LIMIT),
-            "live_stream": ("live_stream_run", "flight-delays-live-stream",
-                            (*live, "--stream"), LIVE_LIMIT)}
-    # two at a time: four JVMs at once (load average ~14 on 2 cores in a clean-clone CI run)
-    # made Spark's Python workers miss their 10 s to connect back
-    pool = ThreadPoolExecutor(2, thread_name_prefix="flight-demo")
-    started = {}
-    for kind, (fixture, folder, extra, limit) in runs.items():
+
+def _demo(out: Path, extra: tuple, limit: int):
+    return _run_demo(out, *extra, limit=limit), out
+
+
+def start_background_runs(runs, used: set, tmp_path_factory) -> None:
+    """Called by tests/conftest.py's ``background_runs`` when the session starts: submit the
+    demo runs that a selected test uses (each its own embedded broker on a free port and its
+    own Spark, in a subprocess), keyed ``("flight demo", kind)``; they run beside the other
+    tests, at most two slow runs at a time (tests/background.py)."""
+    for kind, (fixture, folder, extra, limit) in DEMO_RUNS.items():
         if fixture in used:
-            out = tmp_path_factory.mktemp(folder)
-            started[kind] = (pool.submit(_run_demo, out, *extra, limit=limit), out)
-    try:
-        yield started
-    finally:
-        pool.shutdown(wait=True)
+            runs.submit(("flight demo", kind), _demo, tmp_path_factory.mktemp(folder), extra,
+                        limit)
+
+
+@pytest.fixture(scope="module")
+def demo_runs(background_runs):
+    """``{"queue"|"stream"|"live"|"live_stream": Future of (finished process, output dir)}``:
+    the demo runs started with the session (:func:`start_background_runs`)."""
+    return {kind: f for key, f in background_runs.runs.items()
+            if isinstance(key, tuple) and key[0] == "flight demo" for kind in (key[1],)}
 
 
 @pytest.fixture(scope="module")
 def job_run(demo_runs):
     """``flight_delays.py --demo --limit 20000 --max-per-trigger 12000``, run once; returns
     (process, output dir)."""
-    future, out = demo_runs["queue"]
-    return future.result(), out
+    return demo_runs["queue"].result()
 
 
 @pytest.fixture(scope="module")
 def stream_run(demo_runs):
     """``flight_delays.py --demo --stream --limit 20000``: the flights written to a super
     stream of 3 partitions by the sink, read in stream mode; returns (process, output dir)."""
-    future, out = demo_runs["stream"]
-    return future.result(), out
+    return demo_runs["stream"].result()
 
 
 def check_demo_run(proc, out: Path) -> dict:
@@ -220,16 +223,14 @@ def test_stream_mode_gives_the_same_aggregates(stream_run, spark, expected):
 def live_run(demo_runs):
     """``flight_delays.py --demo --live --rate 400 --limit 2000``: the flights published to the
     queue while the query runs; returns (process, output dir)."""
-    future, out = demo_runs["live"]
-    return future.result(), out
+    return demo_runs["live"].result()
 
 
 @pytest.fixture(scope="module")
 def live_stream_run(demo_runs):
     """``flight_delays.py --demo --live --stream --rate 400 --limit 2000``: the flights
     published to the super stream's partitions while the query reads them in stream mode."""
-    future, out = demo_runs["live_stream"]
-    return future.result(), out
+    return demo_runs["live_stream"].result()
 
 
 def check_live_run(proc, out: Path, spark, left_line: str) -> None:

@@ -222,9 +222,9 @@ def broker_variants_at_once(request, test_name: str, scenario):
     brokers' runs overlap instead of taking turns (CI time, see README "Development")."""
     from concurrent.futures import ThreadPoolExecutor
 
-    early = {kind: f for (name, kind), f in request.getfixturevalue("early_crash_runs").items()
-             if name == test_name}
-    if early:  # started at the session's start (tests/conftest.py early_crash_runs)
+    early = {key[1]: f for key, f in request.getfixturevalue("background_runs").runs.items()
+             if isinstance(key, tuple) and key[0] == test_name}
+    if early:  # started at the session's start (tests/conftest.py background_runs)
         yield early
         return
     wanted = {item.callspec.params.get("broker_url") for item in request.session.items

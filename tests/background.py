@@ -1,0 +1,137 @@
+"""Slow, self-contained runs that start when the test session starts and run beside the tests,
+and the session order that gives them the machine's quiet stretches.
+
+Why (CI time, issue 32 point 8). A run of the whole suite on 2026-11-27 (2 cores, nothing else
+running) kept both cores ~99% busy during ``tests/app`` (12 min, 7.7 of them waiting for the
+four flight demos beside the four crash runs), but only 4-50% busy during ``tests/broker``,
+``tests/client``, ``tests/management`` and ``tests/faults`` (~5.5 min of mostly timeouts and
+waits). So the session runs those quiet folders first, the slow runs (the crash tests'
+restarts, the flight demos) fill the idle core meanwhile, and the tests that check the slow
+runs' results come last, when the results are there.
+
+Each slow run is a subprocess (a demo's ``flight_delays.py``, or :func:`in_subprocess` for a
+crash test's scenario), never a thread of this process: a scenario's publishers in this
+process took the GIL from ``tests/client``'s timing tests (a heartbeat test measured its
+dead-peer detection late, on 2026-11-26).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+#: the session order by top folder of ``tests/`` (first to last; folders not named here go
+#: after these, in their collected order): the folders that leave the cores idle (broker,
+#: client, management, faults: timeouts, waits, one small process) first, while the slow runs
+#: start; then the CPU-bound and JVM ones
+QUIET_FIRST = ("broker", "client", "management", "faults", "protocol")
+
+#: at most this many slow runs at once: each starts a JVM (a core for ~10 s) and Spark's Python
+#: workers must connect back to it within a fixed 10 s (PythonWorkerFactory): four demos at once
+#: beside the crash runs failed that on 2 cores (load average ~14)
+SLOTS = 2
+
+
+class BackgroundRuns:
+    """The session's slow runs: at most :data:`SLOTS` at once, in the order submitted.
+
+    ``submit(key, fn, *args)`` runs ``fn(*args)`` (which waits on a subprocess) in a thread of a
+    pool and returns its Future, also kept as ``runs[key]``; ``close()`` cancels the runs not
+    started and waits for the others."""
+
+    def __init__(self, slots: int = SLOTS):
+        self._pool = ThreadPoolExecutor(slots, thread_name_prefix="background-run")
+        self.runs: dict[Any, Future] = {}
+
+    def submit(self, key: Any, fn: Callable, *args: Any) -> Future:
+        f = self._pool.submit(fn, *args)
+        self.runs[key] = f
+        return f
+
+    def get(self, key: Any) -> Future | None:
+        return self.runs.get(key)
+
+    def close(self) -> None:
+        for f in self.runs.values():
+            f.cancel()   # not started yet (the session was interrupted)
+        self._pool.shutdown(wait=True)
+
+
+def in_subprocess(module_file: str | Path, function: str, broker_url: str, tmp_path: Path,
+                  timeout: float = 1700.0) -> Any:
+    """Run ``function(broker_url, tmp_path)`` of the test module ``module_file`` in a Python
+    subprocess of its own and return what it returned (JSON: a tuple comes back as a list).
+
+    The child imports the module by file with its folder and ``tests/`` on ``sys.path`` (as
+    pytest does); its output goes to ``tmp_path/scenario.log``. Raises AssertionError with the
+    child's traceback when the function raised, or when it did not finish in ``timeout``
+    seconds."""
+    tmp_path = Path(tmp_path)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    result, log = tmp_path / "scenario-result.json", tmp_path / "scenario.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(module_file), function, broker_url, str(tmp_path),
+             str(result)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{Path(module_file).name}::{function} did not finish in "
+                                 f"{timeout:.0f} s; its log ends:\n{log.read_text()[-6000:]}")
+    if rc != 0:
+        raise AssertionError(f"{Path(module_file).name}::{function} failed (exit {rc}):\n"
+                             f"{log.read_text()[-8000:]}")
+    return json.loads(result.read_text())
+
+
+def _child(module_file: str, function: str, broker_url: str, tmp_path: str, result: str) -> int:
+    import importlib.util
+
+    path = Path(module_file).resolve()
+    for folder in (str(TESTS), str(path.parent)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    try:
+        value = getattr(module, function)(broker_url, Path(tmp_path))
+    except BaseException:  # noqa: BLE001 - reported to the parent through the exit code
+        traceback.print_exc()
+        return 1
+    Path(result).write_text(json.dumps(value))
+    return 0
+
+
+def session_order(items: list, tests: Path = TESTS) -> list:
+    """``items`` reordered for the session (stable within a group): the :data:`QUIET_FIRST`
+    folders first, then the others, then the items that take a slow run's result (marked
+    ``background_result``), so they find it ready."""
+    def rank(item) -> tuple[int, int]:
+        if item.get_closest_marker("background_result") is not None:
+            return (2, 0)
+        try:
+            parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
+        except ValueError:
+            return (1, 0)
+        top = parts[0] if len(parts) > 1 else ""
+        if top in QUIET_FIRST:
+            return (0, QUIET_FIRST.index(top))
+        return (1, 0)
+
+    return sorted(items, key=rank)
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:6]))
