@@ -26,6 +26,17 @@ settings.register_profile("spark-amqp", deadline=None,
 settings.load_profile("spark-amqp")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Every JVM the tests start through spark-submit (the session's, and the subprocess jobs',
+#: demos', notebook's and docs examples' ones: they inherit the variable) compiles with C1 only
+#: and collects with the serial collector, as the crash runners already did
+#: (tests/spark/source_query_runner.py RUNNER_JVM_OPTIONS) and the standalone daemons do
+#: (spark_amqp/tools/standalone.py): a test's JVM lives for seconds to minutes and spends most
+#: of its CPU starting up and compiling. Measured on 2026-11-27 (2 cores, beside a CI run),
+#: ``flight_delays.py --demo --limit 5000``: the JVM used 80.0 CPU-s with the defaults and 39.8
+#: with these; the whole process tree 104.9 and 63.9. The suite is CPU-bound on 2 cores
+#: (tests/background.py), so that is wall time. A value already set is kept.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REQUIRE_RABBITMQ = os.environ.get("SPARK_AMQP_REQUIRE_RABBITMQ") == "1"
 
