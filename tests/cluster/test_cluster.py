@@ -29,7 +29,10 @@ N = 3_000  # messages per scenario
 QUIET = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
          "spark.sql.shuffle.partitions": "2",
          "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{LOG4J}",
-         "spark.executor.extraJavaOptions": f"-Dlog4j.configurationFile=file:{LOG4J}"}
+         # the executors as every test JVM (tests/conftest.py SPARK_SUBMIT_OPTS, which the
+         # driver inherits): C1 only, the serial collector
+         "spark.executor.extraJavaOptions": f"-Dlog4j.configurationFile=file:{LOG4J} "
+                                            "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 def test_cluster_command_status(cluster):
