@@ -56,8 +56,10 @@ class BackgroundRuns:
         self.runs[key] = f
         return f
 
-    def get(self, key: Any) -> Future | None:
-        return self.runs.get(key)
+    def group(self, name: str) -> dict[Any, Future]:
+        """The runs submitted with keys ``(name, part)``: ``{part: Future}``."""
+        return {key[1]: f for key, f in self.runs.items()
+                if isinstance(key, tuple) and key[0] == name}
 
     def close(self) -> None:
         for f in self.runs.values():

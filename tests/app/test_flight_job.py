@@ -122,8 +122,7 @@ def start_background_runs(runs, used: set, tmp_path_factory) -> None:
 def demo_runs(background_runs):
     """``{"queue"|"stream"|"live"|"live_stream": Future of (finished process, output dir)}``:
     the demo runs started with the session (:func:`start_background_runs`)."""
-    return {kind: f for key, f in background_runs.runs.items()
-            if isinstance(key, tuple) and key[0] == "flight demo" for kind in (key[1],)}
+    return background_runs.group("flight demo")
 
 
 @pytest.fixture(scope="module")

@@ -211,40 +211,16 @@ def committed_sink_ids(out: Path) -> list[str]:
     return ids
 
 
-def broker_variants_at_once(request, test_name: str, scenario):
-    """Run ``scenario(broker_url, tmp_dir)`` for the embedded broker and RabbitMQ at the same
-    time, in two threads: a generator for a module-scoped fixture, yielding
-    ``{"embedded"|"rabbitmq": Future}``; each variant of ``test_name`` (parametrized by the
-    ``broker_url`` fixture) then takes its own result. Only variants that were collected run;
-    RabbitMQ's runs only when it is reachable (its test item then skips or fails through
-    ``broker_url`` as any other). Why: a crash test's runner processes spend most of their time
-    starting a JVM and a Spark session, which keeps one of the machine's cores busy; the two
-    brokers' runs overlap instead of taking turns (CI time, see README "Development")."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    early = {key[1]: f for key, f in request.getfixturevalue("background_runs").runs.items()
-             if isinstance(key, tuple) and key[0] == test_name}
-    if early:  # started at the session's start (tests/conftest.py background_runs)
-        yield early
-        return
-    wanted = {item.callspec.params.get("broker_url") for item in request.session.items
-              if getattr(item, "originalname", None) == test_name and hasattr(item, "callspec")}
-    urls = {}
-    if "embedded" in wanted:
-        urls["embedded"] = request.getfixturevalue("embedded_broker").url
-    if "rabbitmq" in wanted:
-        try:
-            urls["rabbitmq"] = request.getfixturevalue("rabbitmq_url")
-        except (pytest.skip.Exception, pytest.fail.Exception):
-            pass   # the rabbitmq item reports it through broker_url
-    factory = request.getfixturevalue("tmp_path_factory")
-    pool = ThreadPoolExecutor(max(1, len(urls)), thread_name_prefix=test_name)
-    futures = {k: pool.submit(scenario, url, factory.mktemp(f"{test_name}-{k}"))
-               for k, url in urls.items()}
-    try:
-        yield futures
-    finally:
-        pool.shutdown(wait=True)
+def broker_variants_at_once(request, test_name: str) -> dict:
+    """The runs of ``test_name``'s scenario for the embedded broker and RabbitMQ, started at
+    the same time when the session started (tests/conftest.py ``background_runs``, each a
+    subprocess): ``{"embedded"|"rabbitmq": Future}``, for a module-scoped fixture; each variant
+    of ``test_name`` (parametrized by the ``broker_url`` fixture) takes its own result. Only
+    collected variants run; RabbitMQ's only when it is reachable (its test item then skips or
+    fails through ``broker_url`` as any other). Why: a crash test's runner processes spend
+    most of their time starting a JVM; the runs overlap the quiet tests instead of taking
+    turns (CI time, docs/development.md)."""
+    return request.getfixturevalue("background_runs").group(test_name)
 
 
 class PhasedPublisher:

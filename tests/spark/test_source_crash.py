@@ -105,7 +105,7 @@ def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int]:
 @pytest.fixture(scope="module")
 def crash_runs(request):
     """Both brokers' crash runs at the same time (source_helpers.broker_variants_at_once)."""
-    yield from broker_variants_at_once(request, "test_crash_restart_loses_nothing", crash_scenario)
+    return broker_variants_at_once(request, "test_crash_restart_loses_nothing")
 
 
 @pytest.mark.timeout(1800)   # both brokers' runs overlap: ~3 min on a quiet machine

@@ -113,7 +113,7 @@ def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int, int, float]:
 @pytest.fixture(scope="module")
 def crash_runs(request):
     """Both brokers' crash runs at the same time (source_helpers.broker_variants_at_once)."""
-    yield from broker_variants_at_once(request, "test_crash_restart_exactly_once", crash_scenario)
+    return broker_variants_at_once(request, "test_crash_restart_exactly_once")
 
 
 @pytest.mark.timeout(1800)   # both brokers' runs overlap: ~3-4 min on a quiet machine
