@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pika
-import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
