@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-__all__ = ["CpuAccount", "kind"]
+__all__ = ["CpuAccount", "cpu_seconds", "kind"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -48,12 +48,29 @@ def _sample() -> dict[int, tuple[str, float]]:
             k = kind(cmd, pid)
             if k is None:
                 continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[pid] = (k, (int(fields[11]) + int(fields[12])) / _TICK)  # utime + stime
+            out[pid] = (k, _stat_seconds(pid))
         except (OSError, ValueError, IndexError):
             continue
     return out
+
+
+def _stat_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds (``/proc/<pid>/stat``); raises OSError,
+    ValueError or IndexError when it cannot be read."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User+system CPU-seconds process ``pid`` has used so far; 0.0 when ``pid`` is None or
+    its ``/proc`` entry cannot be read (gone, not Linux)."""
+    if not pid:
+        return 0.0
+    try:
+        return _stat_seconds(pid)
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class CpuAccount:

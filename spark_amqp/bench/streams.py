@@ -48,6 +48,7 @@ import time
 import uuid
 
 from .common import BrokerProcess, publish_confirmed
+from .cpu import cpu_seconds
 from .source import DEFAULT_URL
 
 PREFETCH = 1000
@@ -108,18 +109,6 @@ class RssPeak:
         return self.peak_kb / 1024
 
 
-def _cpu_s(pid: int | None) -> float:
-    """User+system CPU-seconds used so far by process ``pid`` (0.0 when unknown)."""
-    if not pid:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 class CpuShare:
     """CPU used during the block by this process (the readers' threads) and by the broker
     process ``pid``, as shares of one core over the block's wall time: which side of a read is
@@ -129,13 +118,14 @@ class CpuShare:
         self.pid = pid
 
     def __enter__(self) -> "CpuShare":
-        self._t0, self._r0, self._b0 = time.perf_counter(), time.process_time(), _cpu_s(self.pid)
+        self._t0, self._r0 = time.perf_counter(), time.process_time()
+        self._b0 = cpu_seconds(self.pid)
         return self
 
     def __exit__(self, *exc) -> None:
         wall = max(time.perf_counter() - self._t0, 1e-9)
         self.reader = (time.process_time() - self._r0) / wall
-        self.broker = (_cpu_s(self.pid) - self._b0) / wall if self.pid else float("nan")
+        self.broker = (cpu_seconds(self.pid) - self._b0) / wall if self.pid else float("nan")
 
 
 def publish(url: str, queue: str, n: int, body: bytes) -> float:
