@@ -178,6 +178,18 @@ cdef dict _table(bytes buf, const unsigned char* p, Py_ssize_t* pos, Py_ssize_t 
             if i > stop:
                 raise _Fallback
             result[key] = <int>_u32(p, kend + 1)
+        elif tag == 108 or tag == 76:  # 'l' / 'L': both signed int64 in RabbitMQ
+            # (a stream delivery's x-stream-offset: one in every message of a stream read)
+            i = kend + 9
+            if i > stop:
+                raise _Fallback
+            result[key] = <long long>((<unsigned long long>_u32(p, kend + 1) << 32)
+                                      | _u32(p, kend + 5))
+        elif tag == 116:  # 't'
+            i = kend + 2
+            if i > stop:
+                raise _Fallback
+            result[key] = p[kend + 1] != 0
         else:  # the pure-Python value decoder (its errors: the fallback reports them)
             try:
                 result[key], i = _decode_value(buf, kend, stop, 0)

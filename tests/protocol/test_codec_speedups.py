@@ -129,6 +129,28 @@ def test_uncommon_and_bad_values_encode_the_same_or_fail_the_same(kw):
                 == outcome(props_module.py_decode_properties, raw, 0, len(raw)))
 
 
+def _headers_raw(value_bytes: bytes) -> bytes:
+    """Properties bytes with only ``headers`` = one entry ``k`` whose tag and value are
+    ``value_bytes``, as a broker writes them (no encoder in between)."""
+    entry = b"\x01k" + value_bytes
+    return b"\x20\x00" + len(entry).to_bytes(4, "big") + entry
+
+
+# the tags the compiled table decoder reads itself ('l'/'L': a stream delivery's
+# x-stream-offset, 't'), at their bounds, and each cut short by one byte
+INT64_AND_BOOL = [b"l" + v.to_bytes(8, "big", signed=True) for v in (0, 1, -1, 2**63 - 1, -2**63)]
+INT64_AND_BOOL += [b"L" + (2**64 - 5).to_bytes(8, "big"), b"t\x00", b"t\x01", b"t\x07",
+                   b"l" + bytes(7), b"L", b"t"]
+
+
+@needs_speedups
+@pytest.mark.parametrize("value", INT64_AND_BOOL, ids=lambda v: repr(v))
+def test_int64_and_boolean_header_values_decode_as_pure_python(value):
+    raw = _headers_raw(value)
+    assert (outcome(SPEEDUPS.decode_properties, raw, 0, len(raw))
+            == outcome(props_module.py_decode_properties, raw, 0, len(raw)))
+
+
 class _SubProperties(BasicProperties):
     __slots__ = ()
 
