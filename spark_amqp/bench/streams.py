@@ -10,8 +10,10 @@ segment files as RabbitMQ's are; RabbitMQ at ``--url``):
    client (publisher confirms, batches of 20,000): msgs/s;
 2. read the whole stream from ``first`` with 1, 2 and 4 concurrent consumers (each on its own
    connection and thread, each reading every message: prefetch 1,000, ``basic.ack multiple``
-   every 100 messages), through pika's BlockingConnection and through the project's client:
-   deliveries/s over all consumers (wall time from the first basic.consume);
+   every 100 messages), through pika's BlockingConnection, through the project's client
+   (decoded deliveries) and through the project's client in raw mode (undecoded runs of
+   frames, as the Spark source reads them): deliveries/s over all consumers (wall time from
+   the first basic.consume);
 3. the baseline: the same messages in a classic queue, read once by one consumer with the same
    prefetch/ack pattern (a classic queue is consumed destructively: refilled for each client);
 4. the broker's peak RSS sampled every 50 ms during the reads (``/proc/<pid>/status`` VmRSS;
@@ -182,7 +184,37 @@ def read_pika(url: str, queue: str, n: int, args: dict | None, start: threading.
         c.close()
 
 
-READERS = {"pika": read_pika, "spark-amqp client": read_ours}
+def read_raw(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
+    """Read ``n`` messages of ``queue`` with the project's client in raw mode
+    (``Channel.set_raw_deliveries``: runs of undecoded frames, as the Spark source's readers
+    take them), same prefetch/ack pattern."""
+    from ..client import connect
+    from ..protocol.raw_deliveries import RawDeliveries
+
+    with connect(url) as c:
+        ch = c.channel()
+        ch.basic_qos(PREFETCH)
+        ch.set_raw_deliveries(True)
+        start.wait()
+        ch.basic_consume(queue, arguments=args)
+        got = acked = 0
+        deadline = time.monotonic() + 600
+        while got < n:
+            batch = ch.drain(None, 1.0)
+            if not batch:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"read {got} of {n} messages")
+                continue
+            for x in batch:
+                got += x.count if type(x) is RawDeliveries else 1
+            if got - acked >= ACK_EVERY:
+                last = batch[-1]
+                ch.basic_ack(last.last_tag if type(last) is RawDeliveries else last.delivery_tag,
+                             multiple=True)
+                acked = got
+
+
+READERS = {"pika": read_pika, "spark-amqp client": read_ours, "spark-amqp raw": read_raw}
 
 
 def concurrent_read(reader, url: str, queue: str, n: int, consumers: int, args: dict | None) -> float:

@@ -12,7 +12,7 @@ delivery-count headers of the RabbitMQ version the broker behaves like (see
 
 from __future__ import annotations
 
-from ..protocol.server_frames import (append_deliver, append_stream_deliver, deliver_frames,
+from ..protocol.server_frames import (append_deliver, append_stream_run, deliver_frames,
                                       deliver_parts, stream_deliver_parts)
 from .message import Message
 from .queue import Consumer, Queue
@@ -81,7 +81,7 @@ class DeliveryMethods:
         n = len(entries)
         tag = self.next_tag
         self.next_tag = tag + n
-        self.unacked.add_run(tag, list(range(first, first + n)), c)
+        self.unacked.add_run(tag, range(first, first + n), c)
         q.count_delivered(c, n)
         conn = self.conn
         out = conn.out
@@ -89,24 +89,27 @@ class DeliveryMethods:
         limit = self.frame_max - 8
         ctag = c.tag_enc
         k_enc, k_props, k_blen, pre, mid, post = c.frame_cache if len(c.frame_cache) == 6 else (None,) * 6
-        offset = first
-        for enc, props_raw, body in entries:
+        i = 0
+        while i < n:
+            # the run of entries the cached parts fit: appended without a Python-level loop
+            j = append_stream_run(out, pre, tag + i, mid, first + i, post, entries, i, k_enc,
+                                  k_props, k_blen) if k_enc is not None else i
+            if j == n:
+                break
+            enc, props_raw, body = entries[j]
             blen = len(body)
-            if blen != k_blen or props_raw != k_props or enc != k_enc:
-                if not 0 < blen <= limit:
-                    # no body frame, or several: the general encoder
-                    self._encode_delivers(c, (StreamEntry(enc, add_offset_header(props_raw, offset), body, offset),),
-                                          tag, q)
-                    tag += 1
-                    offset += 1
-                    k_blen = -1
-                    continue
-                before, after = offset_header_split(props_raw)
-                k_enc, k_props, k_blen = enc, props_raw, blen
-                pre, mid, post = stream_deliver_parts(ch_n, ctag, enc, before, after, blen)
-            append_stream_deliver(out, pre, tag, mid, offset, post, body)
-            tag += 1
-            offset += 1
+            if not 0 < blen <= limit:
+                # no body frame, or several: the general encoder
+                offset = first + j
+                self._encode_delivers(c, (StreamEntry(enc, add_offset_header(props_raw, offset), body, offset),),
+                                      tag + j, q)
+                k_enc = None
+                i = j + 1
+                continue
+            before, after = offset_header_split(props_raw)
+            k_enc, k_props, k_blen = enc, props_raw, blen
+            pre, mid, post = stream_deliver_parts(ch_n, ctag, enc, before, after, blen)
+            i = j
         c.frame_cache = (k_enc, k_props, k_blen, pre, mid, post)
         if not conn.dirty:
             conn.mark_dirty()

@@ -50,6 +50,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from urllib.parse import quote
 
+from ..protocol.properties import SPEEDUPS
+
 
 __all__ = ["StreamLog", "parse_max_age", "add_offset_header", "offset_header_split", "CHUNK_MAX_MESSAGES",
            "CHUNK_MAX_BYTES", "DEFAULT_SEGMENT_BYTES", "MAX_SEGMENT_BYTES"]
@@ -147,6 +149,30 @@ def add_offset_header(props_raw: bytes, offset: int) -> bytes:
     64-bit) added (see :func:`offset_header_split`)."""
     before, after = offset_header_split(props_raw)
     return before + _Q.pack(offset) + after
+
+
+def split_entries(data: bytes, pos: int, count: int) -> list:
+    """The ``count`` entries of a chunk record's payload from ``data[pos:]``: a list of
+    ``(enc, props_raw, body)`` bytes (each entry: ``_ENT`` = u16 + u32 + u32 lengths, then the
+    three values). ``struct.error`` when an entry header runs past the end. The compiled twin
+    (``protocol/_speedups.split_records``, used when built) gives equal values and makes
+    equal consecutive ``enc`` / ``props_raw`` one object, so the delivery writer's
+    comparisons are identity checks."""
+    out = []
+    unpack = _ENT.unpack_from
+    add = out.append
+    for _ in range(count):
+        el, pl, bl = unpack(data, pos)
+        pos += _ENT_SIZE
+        a = pos + el
+        b = a + pl
+        c = b + bl
+        add((data[pos:a], data[a:b], data[b:c]))
+        pos = c
+    return out
+
+
+_split_records = getattr(SPEEDUPS, "split_records", None) if SPEEDUPS is not None else None
 
 
 # ---------------------------------------------------------------------------------- segments
@@ -470,18 +496,9 @@ class StreamLog:
             return first, cached
         seg = self.c_seg[i]
         data = seg.read(self.c_pos[i], self.c_len[i])
-        out = []
-        pos = _HDR_SIZE
-        unpack = _ENT.unpack_from
-        add = out.append
-        for _ in range(self.c_count[i]):
-            el, pl, bl = unpack(data, pos)
-            pos += _ENT_SIZE
-            a = pos + el
-            b = a + pl
-            c = b + bl
-            add((data[pos:a], data[a:b], data[b:c]))
-            pos = c
+        out = _split_records(data, _HDR_SIZE, self.c_count[i])  # compiled, when built
+        if out is None:
+            out = split_entries(data, _HDR_SIZE, self.c_count[i])
         self._cache[first] = out
         if len(self._cache) > _CACHE_CHUNKS:
             self._cache.popitem(last=False)

@@ -12,7 +12,7 @@ in ``tests/protocol/test_codec_speedups.py`` check it.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef object _BP = None            # BasicProperties
 cdef object _py_decode = None     # the pure-Python decode_properties (general)
@@ -1169,6 +1169,88 @@ def append_stream_deliver(bytearray out, bytes pre, unsigned long long tag, byte
     d = _put(d + 8, post)
     d = _put(d, <bytes>body)
     d[0] = 0xCE
+
+
+def append_stream_run(bytearray out, bytes pre, unsigned long long tag, bytes mid,
+                      long long offset, bytes post, list entries, Py_ssize_t i, enc,
+                      props_raw, Py_ssize_t blen):
+    """server_frames._append_stream_run, compiled: the same bytes appended to ``out``, the
+    same index returned (an entry that is not a 3-tuple with a bytes body stops the run
+    there, as a mismatch; the caller's general path takes it)."""
+    cdef Py_ssize_t n = len(entries)
+    cdef Py_ssize_t j = i
+    cdef Py_ssize_t fixed = (PyBytes_GET_SIZE(pre) + 9 + PyBytes_GET_SIZE(mid) + 8
+                             + PyBytes_GET_SIZE(post) + 1)
+    cdef unsigned char* d
+    cdef unsigned long long k
+    cdef object e, body, v
+    cdef tuple t
+    while j < n:
+        e = entries[j]
+        if type(e) is not tuple or len(<tuple>e) != 3:
+            break
+        t = <tuple>e
+        body = t[2]
+        if type(body) is not bytes or PyBytes_GET_SIZE(<bytes>body) != blen:
+            break
+        v = t[1]
+        if v is not props_raw and v != props_raw:
+            break
+        v = t[0]
+        if v is not enc and v != enc:
+            break
+        k = <unsigned long long>(j - i)
+        d = _grow(out, fixed + blen)
+        d = _put(d, pre)
+        _put_u64(d, tag + k)
+        d[8] = 0
+        d = _put(d + 9, mid)
+        _put_u64(d, <unsigned long long>offset + k)
+        d = _put(d + 8, post)
+        d = _put(d, <bytes>body)
+        d[0] = 0xCE
+        j += 1
+    return j
+
+
+cdef inline bint _same(bytes prev, const unsigned char* p, Py_ssize_t n) noexcept:
+    return (prev is not None and PyBytes_GET_SIZE(prev) == n
+            and memcmp(PyBytes_AS_STRING(prev), p, n) == 0)
+
+
+def split_records(bytes data, Py_ssize_t pos, Py_ssize_t count):
+    """``count`` records from ``data[pos:]``, each a header of three big-endian lengths
+    (u16 ``a``, u32 ``b``, u32 ``c``) and then ``a``, ``b`` and ``c`` bytes: the list of
+    ``(a_bytes, b_bytes, c_bytes)`` tuples (the embedded broker's stream entries, ``(enc,
+    props_raw, body)``: ``broker/stream.py``). A value equal to the previous record's is that
+    same bytes object. None when a record runs past the end of ``data`` (the caller's
+    pure-Python reader then reports it)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t el, pl, bl, a, b, c, k
+    cdef list out = []
+    cdef bytes x = None, y = None, z
+    if pos < 0 or count < 0:
+        return None
+    for k in range(count):
+        if pos + 10 > end:
+            return None
+        el = (<Py_ssize_t>p[pos] << 8) | p[pos + 1]
+        pl = <Py_ssize_t>_u32(p, pos + 2)
+        bl = <Py_ssize_t>_u32(p, pos + 6)
+        a = pos + 10
+        b = a + el
+        c = b + pl
+        pos = c + bl
+        if pos > end:
+            return None
+        if not _same(x, p + a, el):
+            x = PyBytes_FromStringAndSize(<const char*>p + a, el)
+        if not _same(y, p + b, pl):
+            y = PyBytes_FromStringAndSize(<const char*>p + b, pl)
+        z = PyBytes_FromStringAndSize(<const char*>p + c, bl)
+        out.append((x, y, z))
+    return out
 
 
 cdef bytes _pack_qb(unsigned long long tag, bint redelivered):

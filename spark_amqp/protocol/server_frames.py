@@ -140,6 +140,27 @@ def _append_stream_deliver(out: bytearray, pre: bytes, tag: int, mid: bytes, off
     out += _CE
 
 
+def _append_stream_run(out: bytearray, pre: bytes, tag: int, mid: bytes, offset: int,
+                       post: bytes, entries: list, i: int, enc: bytes, props_raw: bytes,
+                       blen: int) -> int:
+    """Append the stream deliveries ``entries[i:]`` (``(enc, props_raw, body)`` tuples, as
+    the broker's stream log returns them) with :func:`append_stream_deliver` while each entry
+    has the ``enc``, ``props_raw`` and body size ``blen`` that ``pre``/``mid``/``post`` were
+    made for (:func:`stream_deliver_parts`): entry ``i + k`` gets delivery tag ``tag + k`` and
+    offset ``offset + k``. Returns the index of the first entry not appended (``len(entries)``
+    when all were): the caller builds the parts for that one and calls again."""
+    n = len(entries)
+    j = i
+    while j < n:
+        e_enc, e_props, body = entries[j]
+        if len(body) != blen or e_props != props_raw or e_enc != enc:
+            break
+        k = j - i
+        _append_stream_deliver(out, pre, tag + k, mid, offset + k, post, body)
+        j += 1
+    return j
+
+
 def get_ok_payload(tag: int, redelivered: bool, enc: bytes, message_count: int) -> bytes:
     """The method payload of basic.get-ok (delivery ``tag``, ``message_count`` left)."""
     return b"".join((_GETOK_ID, _P_QB(tag, redelivered), enc, _P_I(message_count)))
@@ -160,3 +181,5 @@ def _fast(name: str, pure):
 append_deliver = _fast("append_deliver", _append_deliver)
 #: :func:`_append_stream_deliver`, compiled when the speedups are built
 append_stream_deliver = _fast("append_stream_deliver", _append_stream_deliver)
+#: :func:`_append_stream_run`, compiled when the speedups are built
+append_stream_run = _fast("append_stream_run", _append_stream_run)

@@ -1,8 +1,8 @@
 """The broker's output frames (``spark_amqp/protocol/server_frames.py``): the same bytes as the
 codec's general encoder (``encode_message`` / ``encode_method``) for every content method the
 broker writes, decoded back to the same method, properties and body by :class:`Decoder`; and
-the compiled delivery writers (``_speedups.append_deliver`` / ``append_stream_deliver``) give
-the pure-Python ones' bytes, byte for byte."""
+the compiled delivery writers (``_speedups.append_deliver`` / ``append_stream_deliver`` /
+``append_stream_run``) give the pure-Python ones' bytes, byte for byte."""
 
 from __future__ import annotations
 
@@ -147,11 +147,64 @@ def test_compiled_delivery_writers_as_pure(pre, mid, post, tag, red, offset, bod
         assert x == y
 
 
+# a stream log's entries: (enc, props_raw, body); a run of equal keys, then others
+_ENC, _PROPS = _ss("") + _ss("rk"), BasicProperties(content_type="t").encode()
+stream_entries = st.lists(st.tuples(st.sampled_from([_ENC, _ss("x") + _ss("rk")]),
+                                    st.sampled_from([_PROPS, b"\x00\x00", bytes(_PROPS)]),
+                                    st.sampled_from([b"a" * 5, b"b" * 5, b"c" * 6, b""])),
+                          max_size=12)
+
+
+@PROPS
+@given(stream_entries, st.integers(0, 12), tags.filter(lambda t: t < 2**63),
+       st.integers(0, 2**62))
+def test_a_stream_run_is_each_delivery_in_turn_and_stops_at_the_first_other_key(
+        entries, i, tag, offset):
+    """append_stream_run (pure, and compiled when built) against append_stream_deliver one
+    entry at a time: the same bytes, and it stops at the first entry whose exchange / routing
+    key, properties or body size differ from the parts' (equal bytes objects that are not
+    the same object count as equal)."""
+    i = min(i, len(entries))
+    before, after = offset_header_split(_PROPS)
+    pre, mid, post = sf.stream_deliver_parts(1, _ss("c"), _ENC, before, after, 5)
+    want, j = bytearray(b"x"), i
+    while j < len(entries) and entries[j][0] == _ENC and entries[j][1] == _PROPS \
+            and len(entries[j][2]) == 5:
+        sf._append_stream_deliver(want, pre, tag + j - i, mid, offset + j - i, post, entries[j][2])
+        j += 1
+    for run in {sf._append_stream_run, sf.append_stream_run}:
+        out = bytearray(b"x")
+        assert run(out, pre, tag, mid, offset, post, entries, i, _ENC, bytes(_PROPS), 5) == j
+        assert out == want
+
+
+@needs_speedups
+@PROPS
+@given(st.lists(st.tuples(st.sampled_from([b"", b"\x00\x02rk", b"\x00\x03rkx"]),
+                          st.sampled_from([b"", b"\x80\x00\x01a"]), st.binary(max_size=50)),
+                max_size=10), st.binary(max_size=5), st.integers(0, 3))
+def test_compiled_stream_entries_as_pure(entries, head, cut):
+    """The stream log's chunk payload split by the compiled ``split_records`` gives the values
+    of ``broker/stream.py``'s ``split_entries``; equal consecutive enc / properties are one
+    object; a payload cut short gives None (the pure reader then raises)."""
+    from spark_amqp.broker import stream as stream_log
+    data = head + b"".join(stream_log._ENT.pack(len(a), len(b), len(c)) + a + b + c
+                           for a, b, c in entries)
+    got = SPEEDUPS.split_records(data, len(head), len(entries))
+    assert got == stream_log.split_entries(data, len(head), len(entries))
+    for prev, this in zip(got, got[1:]):
+        assert (prev[0] is this[0]) == (prev[0] == this[0])
+        assert (prev[1] is this[1]) == (prev[1] == this[1])
+    if entries and cut:
+        assert SPEEDUPS.split_records(data[:-cut], len(head), len(entries)) is None
+    assert stream_log._split_records is SPEEDUPS.split_records
+
+
 @needs_speedups
 def test_the_broker_uses_the_compiled_writers():
     from spark_amqp.broker import channel_delivery   # the broker channel's basic.deliver part
     assert channel_delivery.append_deliver is SPEEDUPS.append_deliver
-    assert channel_delivery.append_stream_deliver is SPEEDUPS.append_stream_deliver
+    assert channel_delivery.append_stream_run is SPEEDUPS.append_stream_run
 
 
 def test_out_of_range_tags_are_refused_by_both():
