@@ -67,6 +67,48 @@ def test_report_latest_offset_adds_the_depth_and_caches_it(monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_failed_depth_ask_is_not_repeated_before_the_refresh(monkeypatch):
+    """The depths cannot be asked (their connection fails): None, and not asked again on
+    every one of Spark's calls (a connect attempt each time would hold up the triggers)."""
+    broker = FakeBroker(["a"])
+    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
+                              consumer_factory=broker.factory)
+    r.latestOffset(r.initialOffset(), ReadMaxRows(5))
+    calls = []
+
+    def depths(self=None):
+        calls.append(1)
+        raise ConnectionRefusedError("depth connection refused")
+
+    broker.consumers[0].queue_depths = depths
+    for _ in range(50):
+        assert r.reportLatestOffset() is None
+    assert len(calls) == 1
+    monkeypatch.setattr(reader_mod, "LAG_REFRESH", 0.0)
+    assert r.reportLatestOffset() is None
+    assert len(calls) == 2
+
+
+def test_depths_are_asked_on_a_connection_of_their_own(broker_url, unique):
+    """queue_depths does not use the consumers' connection: a synchronous call there reads
+    past the read limit until its reply, behind every delivery already sent."""
+    from spark_amqp.spark.source.queues.consumer import DriverConsumer
+
+    name = unique("depthconn")
+    declare(broker_url, name)
+    c = DriverConsumer(parse_source_options({"uri": broker_url, "queue": name}))
+    c.open()
+    try:
+        assert c.queue_depths() == {name: 0}
+        assert c._depth_conn is not None and c._depth_conn is not c.conn
+        assert (c._depth_conn.params.host, c._depth_conn.params.port) == \
+            (c.conn.params.host, c.conn.params.port)
+    finally:
+        depth_conn = c._depth_conn
+        c.close()
+    assert not depth_conn.is_open
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", ["queue", "stream"])
 def test_lag_from_real_progress_events(spark, broker_url, unique, tmp_path, mode):

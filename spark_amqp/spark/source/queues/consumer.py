@@ -113,7 +113,8 @@ class DriverConsumer:
         self.consumer_tags: dict[str, list[str]] = {}
         #: queue -> message-count of the declare-ok answered before consuming (ready messages)
         self.initial_counts: dict[str, int] = {}
-        #: the channel of :meth:`queue_depths` (opened at its first call)
+        #: the connection and channel of :meth:`queue_depths` (opened at its first call)
+        self._depth_conn: Any = None
         self._depth_channel: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -240,14 +241,13 @@ class DriverConsumer:
         consumers, closes the channels and requeues unacked deliveries; a dead connection is
         just dropped), skipping the per-channel handshakes. Never raises."""
         conn, self.conn = self.conn, None
+        depth_conn, self._depth_conn = self._depth_conn, None
         self.channels = {}
         self._depth_channel = None
         self.consumer_tags = {}
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception as e:  # noqa: BLE001
-                log.debug("closing connection: %s", e)
+        for c in (conn, depth_conn):
+            if c is not None:
+                self._close_quietly(c)
 
     # -- per-trigger calls -------------------------------------------------------------------
 
@@ -289,18 +289,49 @@ class DriverConsumer:
     def queue_depths(self) -> dict[str, int]:
         """Ready messages per queue (passive ``queue.declare``'s message-count, AMQP 0-9-1
         §1.7.2.2: messages not yet delivered to a consumer; RabbitMQ does not count unacked
-        ones) on a channel kept open for it: one round trip per queue (the lag that
-        ``reportLatestOffset`` shows). Raises what the client raises; a 404 closes the channel
+        ones) on a channel of a second connection kept open for it (:meth:`_depth_connection`):
+        one round trip per queue (the lag that ``reportLatestOffset`` shows). Raises what the client raises; a 404 closes the channel
         (the next call opens another)."""
         ch = self._depth_channel
         if ch is None or not getattr(ch, "is_open", True):
-            ch = self._depth_channel = self.conn.channel()
+            ch = self._depth_channel = self._depth_connection().channel()
         try:
             return {q: int(ch.queue_declare(q, passive=True).message_count)
                     for q in self.options.queues}
         except BaseException:
             self._depth_channel = None
             raise
+
+    def _depth_connection(self) -> Any:
+        """A connection of its own for :meth:`queue_depths`, opened at first use (same URI,
+        addresses and TLS as the consumers'). Not the consumers' connection: a synchronous
+        call there reads the socket without the read limit until its reply arrives
+        (``Connection.set_read_limit``), and the broker sends the reply after every delivery
+        it has already queued for the consumers, up to their prefetch windows; a lag poll
+        every second would then pull in whole queues of large messages (the source runner
+        held ~1.1 GiB for a 1 GiB queue of 256 KiB messages). To the node the consumers are
+        connected to. Raises what ``connect`` raises."""
+        c = self._depth_conn
+        if c is None or not getattr(c, "is_open", False):
+            from spark_amqp.client import connect
+
+            if c is not None:
+                self._close_quietly(c)
+            # the consumers' node: it answered last, and a dead address of the list would
+            # hold up the trigger that asks for up to connectionTimeout
+            p = self.conn.params
+            kwargs = {**self.options.client_kwargs(), "failover_timeout": 0,
+                      "addresses": ((p.host, p.port),)}
+            c = self._depth_conn = connect(self.options.uri, rpc_timeout=RPC_TIMEOUT, **kwargs)
+            self._depth_channel = None
+        return c
+
+    @staticmethod
+    def _close_quietly(conn: Any) -> None:
+        try:
+            conn.close()
+        except Exception as e:  # noqa: BLE001
+            log.debug("closing connection: %s", e)
 
     def message_counts(self) -> dict[str, int]:
         """Ready messages per queue (passive queue.declare message-count, §1.7.2.2): the

@@ -145,7 +145,7 @@ class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._server: PartitionServer | None = None  # serves big batches' partitions
         self._server_failed = False  # could not bind: every partition goes inline
         #: reportLatestOffset's cache: (clock time, session id, {queue: received + depth})
-        self._depths: tuple[float, str, dict[str, int]] | None = None
+        self._depths: tuple[float, str, dict[str, int] | None] | None = None
         o = self.options
         self._pacer = (TriggerPacer(o.min_messages_per_trigger, o.max_trigger_delay, self._clock)
                        if o.min_messages_per_trigger else None)
@@ -313,9 +313,12 @@ class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 depths = c.queue_depths()
             except Exception as e:  # noqa: BLE001 - the trigger's own calls handle losses
                 log.debug("amqp source: queue depths unavailable (%s)", e)
+                self._depths = (now, s.id, None)  # asked again after LAG_REFRESH, not sooner
                 return None
             cached = self._depths = (now, s.id, {q: b.received + depths.get(q, 0)
                                                  for q, b in s.buffers.items()})
+        if cached[2] is None:
+            return None
         latest = {q: max(n, s.buffers[q].received) for q, n in cached[2].items()}
         return SourceOffset.make(s.id, latest).to_dict()
 
