@@ -135,13 +135,19 @@ def publish(url: str, queue: str, n: int, body: bytes) -> float:
     return publish_confirmed(url, queue, n, body)
 
 
-def read_ours(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
-    """Read ``n`` messages of ``queue`` with the project's client (prefetch/ack as above)."""
+def read_ours(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier,
+              raw: bool = False) -> None:
+    """Read ``n`` messages of ``queue`` with the project's client (prefetch/ack as above);
+    ``raw``: in raw mode (``Channel.set_raw_deliveries``: runs of undecoded frames, as the
+    Spark source's readers take them)."""
     from ..client import connect
+    from ..protocol.raw_deliveries import RawDeliveries
 
     with connect(url) as c:
         ch = c.channel()
         ch.basic_qos(PREFETCH)
+        if raw:
+            ch.set_raw_deliveries(True)
         start.wait()
         ch.basic_consume(queue, arguments=args)
         got = acked = 0
@@ -152,9 +158,12 @@ def read_ours(url: str, queue: str, n: int, args: dict | None, start: threading.
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"read {got} of {n} messages")
                 continue
-            got += len(batch)
+            got += sum(x.count if type(x) is RawDeliveries else 1 for x in batch) if raw \
+                else len(batch)
             if got - acked >= ACK_EVERY:
-                ch.basic_ack(batch[-1].delivery_tag, multiple=True)
+                last = batch[-1]
+                ch.basic_ack(last.last_tag if type(last) is RawDeliveries else last.delivery_tag,
+                             multiple=True)
                 acked = got
 
 
@@ -185,33 +194,8 @@ def read_pika(url: str, queue: str, n: int, args: dict | None, start: threading.
 
 
 def read_raw(url: str, queue: str, n: int, args: dict | None, start: threading.Barrier) -> None:
-    """Read ``n`` messages of ``queue`` with the project's client in raw mode
-    (``Channel.set_raw_deliveries``: runs of undecoded frames, as the Spark source's readers
-    take them), same prefetch/ack pattern."""
-    from ..client import connect
-    from ..protocol.raw_deliveries import RawDeliveries
-
-    with connect(url) as c:
-        ch = c.channel()
-        ch.basic_qos(PREFETCH)
-        ch.set_raw_deliveries(True)
-        start.wait()
-        ch.basic_consume(queue, arguments=args)
-        got = acked = 0
-        deadline = time.monotonic() + 600
-        while got < n:
-            batch = ch.drain(None, 1.0)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"read {got} of {n} messages")
-                continue
-            for x in batch:
-                got += x.count if type(x) is RawDeliveries else 1
-            if got - acked >= ACK_EVERY:
-                last = batch[-1]
-                ch.basic_ack(last.last_tag if type(last) is RawDeliveries else last.delivery_tag,
-                             multiple=True)
-                acked = got
+    """:func:`read_ours` in raw mode."""
+    read_ours(url, queue, n, args, start, raw=True)
 
 
 READERS = {"pika": read_pika, "spark-amqp client": read_ours, "spark-amqp raw": read_raw}
