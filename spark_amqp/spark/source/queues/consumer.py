@@ -124,14 +124,9 @@ class DriverConsumer:
 
         Raises :class:`QueueMissing` when a queue does not exist and ``declare`` is false.
         """
-        from spark_amqp.client import connect
-
         o = self.options
         kw = {} if o.max_message_bytes is None else {"max_body_size": o.max_message_bytes}
-        # one round over the addresses per attempt: the reader backs off between attempts and
-        # applies failoverTimeout itself (it must not block a trigger that long)
-        kwargs = {**o.client_kwargs(), "failover_timeout": 0}
-        self.conn = connect(o.uri, rpc_timeout=RPC_TIMEOUT, **kw, **kwargs)
+        self.conn = self._connect(**kw)
         if o.max_message_bytes is None:
             # maxMessageBytes unset: the broker's own limit (what it can have accepted)
             from spark_amqp.client.broker_limits import max_message_size
@@ -290,8 +285,8 @@ class DriverConsumer:
         """Ready messages per queue (passive ``queue.declare``'s message-count, AMQP 0-9-1
         §1.7.2.2: messages not yet delivered to a consumer; RabbitMQ does not count unacked
         ones) on a channel of a second connection kept open for it (:meth:`_depth_connection`):
-        one round trip per queue (the lag that ``reportLatestOffset`` shows). Raises what the client raises; a 404 closes the channel
-        (the next call opens another)."""
+        one round trip per queue (the lag that ``reportLatestOffset`` shows). Raises what the
+        client raises; a 404 closes the channel (the next call opens another)."""
         ch = self._depth_channel
         if ch is None or not getattr(ch, "is_open", True):
             ch = self._depth_channel = self._depth_connection().channel()
@@ -313,18 +308,23 @@ class DriverConsumer:
         connected to. Raises what ``connect`` raises."""
         c = self._depth_conn
         if c is None or not getattr(c, "is_open", False):
-            from spark_amqp.client import connect
-
             if c is not None:
                 self._close_quietly(c)
             # the consumers' node: it answered last, and a dead address of the list would
             # hold up the trigger that asks for up to connectionTimeout
             p = self.conn.params
-            kwargs = {**self.options.client_kwargs(), "failover_timeout": 0,
-                      "addresses": ((p.host, p.port),)}
-            c = self._depth_conn = connect(self.options.uri, rpc_timeout=RPC_TIMEOUT, **kwargs)
+            c = self._depth_conn = self._connect(addresses=((p.host, p.port),))
             self._depth_channel = None
         return c
+
+    def _connect(self, **extra: Any) -> Any:
+        """``connect`` with the options' URI and connection options, ``extra`` on top. One
+        round over the addresses per attempt: the reader backs off between attempts and
+        applies failoverTimeout itself (it must not block a trigger that long)."""
+        from spark_amqp.client import connect
+
+        kwargs = {**self.options.client_kwargs(), "failover_timeout": 0, **extra}
+        return connect(self.options.uri, rpc_timeout=RPC_TIMEOUT, **kwargs)
 
     @staticmethod
     def _close_quietly(conn: Any) -> None:
