@@ -18,11 +18,13 @@ method's fields: consecutive fixed-width fields and bit runs are packed with a s
 Bit packing follows the 0-9-1 spec §4.2.5.2: consecutive bits share octets from the low bit up.
 
 The output is checked in (``spark_amqp/protocol/methods.py``), so that importing the codec
-compiles nothing; ``tests/protocol/test_codegen.py`` checks that regenerating gives the same
-file. After changing the table or this generator, run::
+compiles nothing; so are the field-table codec and the basic properties' codec that
+:mod:`.codegen_values` generates (``tables.py``, ``property_codec.py``).
+``tests/protocol/test_codegen.py`` checks that regenerating gives the same files. After
+changing the table or a generator, run::
 
-    python -m spark_amqp.protocol.codegen          # rewrites methods.py
-    python -m spark_amqp.protocol.codegen --check  # exit status 1 when methods.py is stale
+    python -m spark_amqp.protocol.codegen          # rewrites the stale generated modules
+    python -m spark_amqp.protocol.codegen --check  # exit status 1 when one is stale
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 from .method_base import FIXED_TYPES
 
 __all__ = ["TABLE_PATH", "MODULE_PATH", "read_table", "parse_table", "render_methods",
-           "build_method", "main"]
+           "build_method", "generated_files", "main"]
 
 TABLE_PATH = Path(__file__).with_name("amqp0-9-1.tsv")
 MODULE_PATH = Path(__file__).with_name("methods.py")
@@ -397,24 +399,37 @@ def build_method(class_name: str, class_id: int, method_name: str, method_id: in
     return ns["ALL_METHODS"][0]
 
 
+def generated_files() -> dict[Path, str]:
+    """Every checked-in generated module and the source it must hold: :mod:`.methods` (from
+    the method table), :mod:`.tables` and :mod:`.property_codec` (:mod:`.codegen_values`)."""
+    from .codegen_values import (PROPERTIES_PATH, TABLES_PATH, render_properties,
+                                 render_tables)
+    from .properties import PROPERTIES
+
+    return {MODULE_PATH: render_methods(read_table()), TABLES_PATH: render_tables(),
+            PROPERTIES_PATH: render_properties(PROPERTIES)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite methods.py from the table (``--check``: only compare; exit 1 when stale)."""
+    """Rewrite the generated modules (``--check``: only compare; exit 1 when one is stale)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
-                    help="exit with status 1 when methods.py differs from what would be written")
+                    help="exit with status 1 when a generated module differs from what would "
+                         "be written")
     args = ap.parse_args(argv)
-    source = render_methods(read_table())
-    current = MODULE_PATH.read_text(encoding="utf-8") if MODULE_PATH.exists() else None
-    if args.check:
-        if current != source:
-            print(f"{MODULE_PATH} is stale: run python -m spark_amqp.protocol.codegen",
+    stale = 0
+    for path, source in generated_files().items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current == source:
+            continue
+        if args.check:
+            print(f"{path} is stale: run python -m spark_amqp.protocol.codegen",
                   file=sys.stderr)
-            return 1
-        return 0
-    if current != source:
-        MODULE_PATH.write_text(source, encoding="utf-8")
-        print(f"wrote {MODULE_PATH}")
-    return 0
+            stale = 1
+        else:
+            path.write_text(source, encoding="utf-8")
+            print(f"wrote {path}")
+    return stale
 
 
 if __name__ == "__main__":

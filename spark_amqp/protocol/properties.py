@@ -32,7 +32,8 @@ from itertools import repeat
 from typing import Any
 
 from . import values as _values
-from .errors import AMQPSyntaxError, FrameError
+from .errors import AMQPSyntaxError
+from .property_codec import property_codec
 
 __all__ = ["BasicProperties", "PROPERTIES", "decode_properties", "properties_decoder",
            "EncodedProperties", "encode_delivery_mode_and_ids", "property_flag"]
@@ -56,128 +57,7 @@ PROPERTIES: tuple[tuple[str, str], ...] = (
 _NAMES = tuple(n for n, _ in PROPERTIES)
 
 
-_GROUPS = ((0xF000, 0, 4), (0x0F00, 4, 8), (0x00FC, 8, 14))  # flag masks of 4/4/6 properties
-
-
-def _decode_lines(n: str, t: str, indent: str) -> list[str]:
-    """Source lines decoding property ``n`` of type ``t`` at ``buf[off]`` and advancing
-    ``off`` (shared by the general decoder and the per-flags decoders)."""
-    if t == "shortstr":
-        # running past ``end``: caught by the final check or the UTF-8 handler
-        lines = ["n = off + 1 + buf[off]", f"{n} = buf[off + 1:n].decode()", "off = n"]
-    elif t == "table":
-        # the table decoder's loop, inlined (saves a call per message)
-        lines = ["stop = off + 4 + _u32_from(buf, off)[0]",
-                 "off += 4",
-                 "if stop > end:",
-                 "    raise FrameError('basic property headers: field table runs past the end of the content header')",
-                 f"{n} = {{}}",
-                 "depth = 0"]
-        lines += _values.table_body_source(n, "").rstrip("\n").split("\n")
-        lines.append("off = stop")
-    elif t == "octet":
-        lines = [f"{n} = buf[off]", "off += 1"]
-    else:  # timestamp
-        lines = [f"{n}, = _U64f(buf, off)", "off += 8"]
-    return [indent + line for line in lines]
-
-
-def _decode_tail(present: tuple[str, ...] | None) -> list[str]:
-    """The end of a decoder: error handlers, the final length check, building the object
-    (``present``: the properties held in local variables; ``None`` = all of them)."""
-    return [
-        "    except (struct.error, IndexError) as exc:",
-        "        raise FrameError('truncated or malformed basic properties in a content header') from exc",
-        "    except UnicodeDecodeError as exc:",
-        "        if n > end:",
-        "            raise FrameError('content header: a short string runs past its end') from exc",
-        "        raise AMQPSyntaxError('a basic property short string is not valid UTF-8') from exc",
-        "    if off != end:",
-        "        raise FrameError('content header: ' + ('%d unexpected trailing bytes after the properties' % (end - off) if off < end else 'truncated properties'))",
-        "    p = _new(BasicProperties)",
-    ] + [f"    p.{n} = {n if present is None or n in present else None}" for n in _NAMES] + [
-        "    return p"]
-
-
-def _specialised_source(flags: int) -> str:
-    """Source of ``decode_properties`` for one value of the property-flags word (bits 0 and
-    1 clear: no continuation word): it decodes the present properties in order without
-    testing the other flag bits; the checks and errors are those of the general decoder."""
-    present = tuple(n for i, n in enumerate(_NAMES) if flags & (1 << (15 - i)))
-    body = ["def decode_properties(buf, off, end):", "    n = 0", "    try:", "        off += 2"]
-    for n, t in PROPERTIES:
-        if n in present:
-            body += _decode_lines(n, t, " " * 8)
-    return "\n".join(body + _decode_tail(present)) + "\n"
-
-
-def _generate() -> tuple[str, dict]:
-    """Source of ``__init__``, ``encode`` and ``decode_properties`` (compiled with exec)."""
-    ns: dict[str, Any] = {
-        "_U8": struct.Struct(">B").pack, "_U64": struct.Struct(">Q").pack,
-        "_U64f": struct.Struct(">Q").unpack_from, "_U16": struct.Struct(">H").pack,
-        "_encode_table": _values.encode_table, "_decode_table": _values._decode_table_at,
-        "AMQPSyntaxError": AMQPSyntaxError, "FrameError": FrameError, "struct": struct,
-        "_B": _values._BYTE, "_new": object.__new__, "_u32_from": _values._u32_from,
-        "_i32_from": _values._i32_from, "_decode_value": _values._decode_value,
-        "_u32": _values._u32_pack, "_BYTE": _values._BYTE, "_S_HEAD": _values._S_HEAD,
-        "_I_VALUE": _values._I_VALUE, "_encode_value": _values._encode_value,
-        "_key_bytes": _values._key_bytes, "_to_bytes": _values.to_bytes,
-    }
-    init = ["def __init__(self, " + ", ".join(f"{n}=None" for n in _NAMES) + "):"]
-    init += [f"    self.{n} = {n}" for n in _NAMES]
-    enc = ["def encode(self):", "    flags = 0", "    parts = [b'']", "    try:"]
-    dec = ["def decode_properties(buf, off, end):",
-           "    n = 0",
-           "    try:",
-           "        flags = buf[off] << 8 | buf[off + 1]",
-           "        off += 2",
-           "        if flags & 3:",
-           "            if flags & 2:",
-           "                raise FrameError('content header sets unknown basic property flag bit 1')",
-           "            more = 1",
-           "            while more & 1:",
-           "                more = buf[off] << 8 | buf[off + 1]",
-           "                off += 2",
-           "                if more & 0xFFFE:",
-           "                    raise FrameError('content header sets unknown basic property flags 0x%04x in a continuation word' % more)",
-           "        " + " = ".join(_NAMES) + " = None"]
-    for mask, lo, hi in _GROUPS:
-        dec.append(f"        if flags & {mask:#06x}:")
-        for i in range(lo, hi):
-            n, t = PROPERTIES[i]
-            bit = 1 << (15 - i)
-            enc.append(f"        if self.{n} is not None:")  # 3 bytecodes when absent
-            enc.append(f"            v = self.{n}")
-            enc.append(f"            flags |= {bit:#06x}")
-            dec.append(f"            if flags & {bit:#06x}:")
-            dec += _decode_lines(n, t, " " * 16)
-            if t == "shortstr":
-                enc.append(f"            v = v.encode() if v.__class__ is str else _to_bytes(v, 'basic property {n}')")
-                enc.append("            parts += (_B[len(v)], v)")
-            elif t == "table":
-                # the table encoder's loop, inlined (saves two calls per message)
-                enc.append("            if v:")
-                enc.append("                ti = len(parts)")
-                enc.append("                parts.append(b'')  # the table length, set below")
-                enc.append("                size = depth = 0")
-                enc.append(_values.table_encode_source("v", "parts", " " * 16).rstrip("\n"))
-                enc.append("                parts[ti] = _u32(size)")
-                enc.append("            else:")
-                enc.append("                parts.append(b'\\x00\\x00\\x00\\x00')")
-            elif t == "octet":  # (a negative v: struct.error from _U8; over 255: IndexError)
-                enc.append("            parts.append(_B[v] if v >= 0 else _U8(v))")
-            else:  # timestamp
-                enc.append("            parts.append(_U64(v))")
-    enc += ["    except (struct.error, IndexError, TypeError, OverflowError, AttributeError) as exc:",
-            "        raise _explain(self, exc) from exc",
-            "    parts[0] = _U16(flags)",
-            "    return b''.join(parts)"]
-    dec += _decode_tail(None)
-    return "\n".join(init + [""] + enc + [""] + dec) + "\n", ns
-
-
-def _explain_encode_error(props: "BasicProperties", exc: Exception) -> AMQPSyntaxError:
+def explain_encode_error(props: "BasicProperties", exc: Exception) -> AMQPSyntaxError:
     """Slow path after a failed encode: name the property that cannot be encoded."""
     for n, t in PROPERTIES:
         v = getattr(props, n)
@@ -201,11 +81,6 @@ def _explain_encode_error(props: "BasicProperties", exc: Exception) -> AMQPSynta
     return AMQPSyntaxError(f"basic properties cannot be encoded: {exc}")  # pragma: no cover
 
 
-_SRC, _NS = _generate()
-_NS["_explain"] = _explain_encode_error
-exec(compile(_SRC, "<amqp basic properties>", "exec"), _NS)
-
-
 class BasicProperties:
     """The 14 basic content properties; every attribute defaults to ``None`` (absent).
 
@@ -215,8 +90,6 @@ class BasicProperties:
     """
 
     __slots__ = _NAMES
-    __init__ = _NS["__init__"]
-    encode = _NS["encode"]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BasicProperties):
@@ -238,14 +111,11 @@ class BasicProperties:
         return {n: getattr(self, n) for n in _NAMES if getattr(self, n) is not None}
 
 
-_NS["BasicProperties"] = BasicProperties
-_NS["_new"] = object.__new__
-py_decode_properties = decode_properties = _NS["decode_properties"]
-py_decode_properties.__doc__ = """Decode basic properties at ``buf[off:end]`` (flags + values).
-
-Returns a :class:`BasicProperties`. Raises FrameError (501) on truncation, unknown flag bits
-or trailing bytes, AMQPSyntaxError (502) on invalid UTF-8.
-"""
+# the generated __init__, encode and decode_properties (codegen_values.py, checked in): they
+# build BasicProperties objects and name a bad property with explain_encode_error above
+BasicProperties.__init__, BasicProperties.encode, py_decode_properties = property_codec(
+    BasicProperties, explain_encode_error)
+decode_properties = py_decode_properties
 py_encode = BasicProperties.encode
 EMPTY_PROPERTIES_BYTES = b"\x00\x00"
 
@@ -303,9 +173,15 @@ def properties_decoder(flags: int):
 
 
 def _specialised(flags: int):
-    """Compile the decoder of :func:`_specialised_source` for ``flags`` (bits 0, 1 clear)."""
-    ns = dict(_NS)
-    exec(compile(_specialised_source(flags), f"<amqp basic properties {flags:#06x}>", "exec"), ns)
+    """Compile the per-flags decoder of :func:`.codegen_values.specialised_decoder_source`
+    for ``flags`` (bits 0, 1 clear), in the generated module's namespace (pure Python only:
+    one of 2**14 possible words, generated at its first use)."""
+    from . import property_codec as codec
+    from .codegen_values import specialised_decoder_source
+
+    ns = {**vars(codec), "BasicProperties": BasicProperties, "_explain": explain_encode_error}
+    source = specialised_decoder_source(flags, PROPERTIES)
+    exec(compile(source, f"<amqp basic properties {flags:#06x}>", "exec"), ns)
     return ns["decode_properties"]
 
 

@@ -39,6 +39,7 @@ from decimal import Decimal
 from typing import Any
 
 from .errors import AMQPSyntaxError, FrameError
+from .tables import table_codec
 
 __all__ = [
     "Typed", "MAX_DEPTH", "decode_table", "encode_table", "decode_array", "encode_array",
@@ -242,67 +243,6 @@ def _decode_value(buf: bytes, off: int, end: int, depth: int) -> tuple[Any, int]
     raise FrameError(f"unknown field-table type tag {chr(tag)!r} (0x{tag:02x})")
 
 
-def table_body_source(result: str, indent: str) -> str:
-    """Python source that decodes field-table entries from ``buf[off:stop]`` into the dict
-    named ``result`` (``depth`` = nesting level). Shared by :func:`_decode_table_at` and the
-    generated content-header decoder, which inlines it for the ``headers`` property.
-    The common tags S and I are decoded inline; the others via ``_decode_value``.
-    """
-    lines = f"""
-while off < stop:
-    kend = off + 1 + buf[off]
-    if kend >= stop:
-        raise FrameError("truncated field name or missing value in a field table")
-    try:
-        key = buf[off + 1:kend].decode()
-    except UnicodeDecodeError as exc:
-        raise AMQPSyntaxError("field name is not valid UTF-8: %r" % bytes(buf[off + 1:kend])) from exc
-    tag = buf[kend]
-    if tag == 83:  # 'S'
-        off = kend + 5
-        if off > stop:
-            raise FrameError("truncated long string length in field value")
-        vend = off + _u32_from(buf, kend + 1)[0]
-        if vend > stop:
-            raise FrameError("long string of %d bytes runs past the end of its table" % (vend - off))
-        raw = buf[off:vend]
-        try:
-            {result}[key] = raw.decode()
-        except UnicodeDecodeError:
-            {result}[key] = raw  # not UTF-8: keep the bytes (as pika does)
-        off = vend
-    elif tag == 73:  # 'I'
-        off = kend + 5
-        if off > stop:
-            raise FrameError("truncated int32 field value")
-        {result}[key] = _i32_from(buf, kend + 1)[0]
-    else:
-        {result}[key], off = _decode_value(buf, kend, stop, depth)
-"""
-    return "".join(indent + line + "\n" for line in lines.strip("\n").split("\n"))
-
-
-_DECODE_TABLE_SRC = f"""
-def _decode_table_at(buf, off, end, depth):
-    if depth > MAX_DEPTH:
-        raise FrameError("field tables nested deeper than %d" % MAX_DEPTH)
-    if off + 4 > end:
-        raise FrameError("truncated field-table length")
-    stop = off + 4 + _u32_from(buf, off)[0]
-    off += 4
-    if stop > end:
-        raise FrameError("field table of %d bytes runs past the end of its frame" % (stop - off))
-    result = {{}}
-{table_body_source("result", "    ")}    return result, stop
-"""
-exec(compile(_DECODE_TABLE_SRC, "<amqp field table decoder>", "exec"), globals())
-_decode_table_at.__doc__ = """Decode a field table at ``buf[off:end]`` nested ``depth`` deep.
-
-Returns ``(dict, offset after the table)``. Raises FrameError (501) on truncation, an unknown
-tag or nesting deeper than MAX_DEPTH; AMQPSyntaxError (502) on a field name not in UTF-8.
-"""
-
-
 def _decode_array_at(buf: bytes, off: int, end: int, depth: int) -> tuple[list, int]:
     if depth > MAX_DEPTH:
         raise FrameError(f"field arrays nested deeper than {MAX_DEPTH}")
@@ -495,67 +435,6 @@ def _table_error(table: Any, exc: Exception) -> AMQPSyntaxError:
     return AMQPSyntaxError(f"field table cannot be encoded: {exc!r}")  # pragma: no cover
 
 
-def table_encode_source(table: str, parts: str, indent: str, size: str = "size") -> str:
-    """Python source appending the entries of dict ``table`` (at nesting ``depth``) to the
-    list ``parts`` and adding their encoded length to the int ``size``: shared by
-    :func:`encode_table` and the generated content-header encoder (which inlines it).
-    A key over 255 bytes raises IndexError and a non-dict AttributeError: callers turn them
-    into AMQPSyntaxError via :func:`_table_error`. str → 'S' and int32 → 'I' are inline.
-    """
-    lines = f"""
-for key, value in {table}.items():
-    key = key.encode() if key.__class__ is str else _key_bytes(key)
-    t = value.__class__
-    if t is str:
-        value = value.encode()
-        {parts} += (_BYTE[len(key)], key, _S_HEAD(83, len(value)), value)
-        {size} += 6 + len(key) + len(value)
-    elif t is int and -2147483648 <= value <= 2147483647:
-        {parts} += (_BYTE[len(key)], key, _I_VALUE(73, value))
-        {size} += 6 + len(key)
-    else:
-        value = _encode_value(value, depth)
-        {parts} += (_BYTE[len(key)], key, value)
-        {size} += 1 + len(key) + len(value)
-"""
-    return "".join(indent + line + "\n" for line in lines.strip("\n").split("\n"))
-
-
-_ENCODE_TABLE_SRC = f"""
-def _encode_table(table, depth):
-    if depth > MAX_DEPTH:
-        raise AMQPSyntaxError("field tables nested deeper than %d" % MAX_DEPTH)
-    if not table:
-        return b"\\x00\\x00\\x00\\x00"
-    parts = [b""]
-    size = 0
-    try:
-{table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
-        raise _table_error(table, exc) from exc
-    parts[0] = _u32_pack(size)
-    return b"".join(parts)
-
-
-def encode_table(table):
-    if not table:
-        return b"\\x00\\x00\\x00\\x00"
-    parts = [b""]
-    size = 0
-    depth = 0
-    try:
-{table_encode_source("table", "parts", "        ")}    except (IndexError, AttributeError) as exc:
-        raise _table_error(table, exc) from exc
-    parts[0] = _u32_pack(size)
-    return b"".join(parts)
-"""
-exec(compile(_ENCODE_TABLE_SRC, "<amqp field table encoder>", "exec"), globals())
-encode_table.__doc__ = """Encode a field table (``None`` or ``{}`` → empty table). Returns the wire bytes.
-
-``table`` maps str keys (at most 255 UTF-8 bytes) to values encoded as described in the
-module docstring. Raises AMQPSyntaxError (502) for values that cannot be represented.
-"""
-
-
 def _encode_array(values: Any, depth: int) -> bytes:
     if depth > MAX_DEPTH:
         raise AMQPSyntaxError(f"field arrays nested deeper than {MAX_DEPTH}")
@@ -566,3 +445,9 @@ def _encode_array(values: Any, depth: int) -> bytes:
 def encode_array(values: list | tuple) -> bytes:
     """Encode a field array (uint32 byte length + tagged values)."""
     return _encode_array(values, 0)
+
+
+# the field-table decoder and encoder, generated (codegen_values.py) and checked in: built
+# over the value codec above, which calls them back for nested tables
+_decode_table_at, _encode_table, encode_table = table_codec(
+    MAX_DEPTH, _decode_value, _encode_value, _key_bytes, _table_error)
