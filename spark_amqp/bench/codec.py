@@ -256,9 +256,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"spark-amqp codec vs pika {pika.__version__} — Python {platform.python_version()} "
           f"({platform.python_implementation()}), {platform.machine()}")
-    print("spark-amqp codec: " + ("compiled fast paths (spark_amqp/protocol/_speedups)"
+    print("spark-amqp codec: " + ("compiled twins (spark_amqp/protocol/_*.pyx)"
                                   if properties.SPEEDUPS is not None else
-                                  "pure Python (SPARK_AMQP_PURE_PYTHON=1 or _speedups not built)"))
+                                  "pure Python (SPARK_AMQP_PURE_PYTHON=1 or the twins not built)"))
     print(f"message: {len(pub_wire)} bytes on the wire (publish), {len(del_wire)} (deliver); "
           f"200-byte body, content-type + delivery-mode 2 + 2 headers")
     print()

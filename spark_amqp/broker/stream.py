@@ -50,7 +50,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from urllib.parse import quote
 
-from ..protocol.properties import SPEEDUPS
+from ..protocol import compiled
 
 
 __all__ = ["StreamLog", "parse_max_age", "add_offset_header", "offset_header_split", "CHUNK_MAX_MESSAGES",
@@ -155,8 +155,8 @@ def split_entries(data: bytes, pos: int, count: int) -> list:
     """The ``count`` entries of a chunk record's payload from ``data[pos:]``: a list of
     ``(enc, props_raw, body)`` bytes (each entry: ``_ENT`` = u16 + u32 + u32 lengths, then the
     three values). ``struct.error`` when an entry header runs past the end. The compiled twin
-    (``protocol/_speedups.split_records``, used when built) gives equal values and makes
-    equal consecutive ``enc`` / ``props_raw`` one object, so the delivery writer's
+    (``split_records`` of ``broker/_stream_records.pyx``, used when built) gives equal values
+    and makes equal consecutive ``enc`` / ``props_raw`` one object, so the delivery writer's
     comparisons are identity checks."""
     out = []
     unpack = _ENT.unpack_from
@@ -172,7 +172,9 @@ def split_entries(data: bytes, pos: int, count: int) -> list:
     return out
 
 
-_split_records = getattr(SPEEDUPS, "split_records", None) if SPEEDUPS is not None else None
+_STREAM_RECORDS = compiled.twin("spark_amqp.broker._stream_records")
+#: the compiled :func:`split_entries` (None: pure Python), see ``_stream_records.pyx``
+_split_records = _STREAM_RECORDS.split_records if _STREAM_RECORDS is not None else None
 
 
 # ---------------------------------------------------------------------------------- segments

@@ -1,5 +1,5 @@
 """Sans-IO AMQP 0-9-1: the codec (bytes ⇄ frames ⇄ messages, the one framing path) and the connection state machines.
-May import: the standard library and its own optional compiled ``_speedups`` only (no sockets, no other spark_amqp package).
+May import: the standard library and its own optional compiled twins (``_*.pyx``, :mod:`.compiled`) only (no sockets, no other spark_amqp package).
 Imported by: spark_amqp.broker, spark_amqp.client, spark_amqp.spark, spark_amqp.management, the CLI, jobs and benchmarks.
 """
 

@@ -303,12 +303,17 @@ def scan_deliveries(buf: bytes, pos: int, n: int, channel: int, fmax8: int,
 
 
 
+def _bind(speedups) -> None:
+    """Give the compiled twin (``_frames.pyx``) this module's classes and fallbacks."""
+    speedups.bind_frames(ContentMessage, METHODS, RawDeliveries, scan_deliveries)
+
+
 def _content_fast(speedups):
     """The compiled fast path of :meth:`Decoder._parse` for a content header and body
-    (``_speedups.content_after_method``), or ``None`` for pure Python."""
+    (``_frames.content_after_method``), or ``None`` for pure Python."""
     if speedups is None:
         return None
-    speedups.setup_frames(ContentMessage)
+    _bind(speedups)
     return speedups.content_after_method
 
 
@@ -316,11 +321,11 @@ _CONTENT_FAST = _content_fast(SPEEDUPS)
 
 
 def _scan_fast(speedups):
-    """The compiled :func:`.raw_deliveries.scan_deliveries`, or the pure-Python one."""
-    if speedups is None or not hasattr(speedups, "scan_deliveries"):
+    """The compiled :func:`scan_deliveries` (``_frames.scan_deliveries``), or the pure-Python
+    one."""
+    if speedups is None:
         return scan_deliveries
-    speedups.setup_raw(RawDeliveries)
-    speedups.setup_raw_fallback(scan_deliveries)
+    _bind(speedups)
     return speedups.scan_deliveries
 
 
@@ -329,11 +334,10 @@ _SCAN_DELIVERIES = _scan_fast(SPEEDUPS)
 
 def _message_fast(speedups):
     """The compiled step of :meth:`Decoder._parse` for a whole content message
-    (``_speedups.content_message_at``), or ``None`` for pure Python."""
-    if speedups is None or not hasattr(speedups, "content_message_at"):
+    (``_frames.content_messages``), or ``None`` for pure Python."""
+    if speedups is None:
         return None
-    speedups.setup_frames(ContentMessage)
-    speedups.setup_message(METHODS)
+    _bind(speedups)
     return speedups.content_messages
 
 
@@ -341,7 +345,7 @@ _MESSAGE_FAST = _message_fast(SPEEDUPS)
 
 
 def _encode_fast(speedups):
-    """The compiled common case of :func:`encode_message` (``_speedups.encode_content``), or
+    """The compiled common case of :func:`encode_message` (``_frames.encode_content``), or
     ``None`` for pure Python."""
     return getattr(speedups, "encode_content", None) if speedups is not None else None
 
@@ -490,10 +494,11 @@ class OversizedContent:
 
 
 def _publish_fast(speedups):
-    """The compiled :func:`.raw_publish.scan_publish`, or the pure-Python one."""
-    if speedups is None or not hasattr(speedups, "scan_publish"):
+    """The compiled :func:`.raw_publish.scan_publish` (``_raw_publish.scan_publish``), or the
+    pure-Python one."""
+    if speedups is None:
         return scan_publish
-    speedups.setup_publish(RawPublish)
+    speedups.bind_raw_publish(RawPublish)
     return speedups.scan_publish
 
 

@@ -31,6 +31,7 @@ import struct
 from itertools import repeat
 from typing import Any
 
+from . import compiled
 from . import values as _values
 from .errors import AMQPSyntaxError
 from .property_codec import property_codec
@@ -121,18 +122,15 @@ EMPTY_PROPERTIES_BYTES = b"\x00\x00"
 
 
 def _load_speedups(pure: str | None):
-    """The compiled fast paths (``_speedups``, built by ``setup.py`` with Cython), or
-    ``None`` when ``pure`` (the ``SPARK_AMQP_PURE_PYTHON`` environment variable) is ``"1"``
-    or the module was not built. They give the results and errors of the pure-Python code."""
-    if pure == "1":
-        return None
-    try:
-        from . import _speedups
-    except ImportError:
-        return None
-    _speedups.setup(BasicProperties, py_decode_properties, py_encode, _values._decode_value,
-                    _values._encode_value)
-    return _speedups
+    """The compiled twins (:func:`.compiled.load`: one namespace of their functions), this
+    module's bound to :class:`BasicProperties` and the pure-Python fallbacks, or ``None`` when
+    ``pure`` (the ``SPARK_AMQP_PURE_PYTHON`` environment variable) is ``"1"`` or they were not
+    built. They give the results and errors of the pure-Python code."""
+    speedups = compiled.load(pure)
+    if speedups is not None:
+        speedups.bind_properties(BasicProperties, py_decode_properties, py_encode,
+                                 _values._decode_value, _values._encode_value)
+    return speedups
 
 
 def _install(speedups) -> None:

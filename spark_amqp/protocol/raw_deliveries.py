@@ -22,7 +22,7 @@ errors a stream produces. The property flags and values are *not* checked here: 
 property list surfaces when the run is decoded (as :class:`~.errors.AMQPError`), not as a
 connection error.
 
-``scan_deliveries`` has a compiled twin (``_speedups.scan_deliveries``), used when built; the
+``scan_deliveries`` has a compiled twin (``_frames.scan_deliveries``), used when built; the
 differential tests in ``tests/protocol/test_raw_deliveries.py`` check they agree.
 
 Where the code is: :class:`RawDeliveries`, :func:`scan_deliveries` and :func:`decode_frames`
@@ -56,7 +56,7 @@ def deliver_columns(data: bytes, expect: int | None = None,
     concatenated), unless they add up to more than 2 GiB - 1 (then the list).
 
     The executors' decode of what the driver shipped (a pure function of the bytes; the
-    compiled twin ``_speedups.deliver_columns`` is used when built and gives the same
+    compiled twin ``_raw_deliveries.deliver_columns`` is used when built and gives the same
     result). ``expect`` and errors as :func:`decode_frames`; a content method other than
     basic.deliver raises ``ValueError``.
     """
@@ -94,9 +94,11 @@ _EMPTY = BasicProperties()
 
 
 def _columns_fast():
-    if SPEEDUPS is None or not hasattr(SPEEDUPS, "deliver_columns"):
+    """The compiled :func:`deliver_columns` (``_raw_deliveries.deliver_columns``), or the
+    pure-Python one."""
+    if SPEEDUPS is None:
         return deliver_columns
-    SPEEDUPS.setup_columns(deliver_columns)
+    SPEEDUPS.bind_raw_deliveries(deliver_columns)
     return SPEEDUPS.deliver_columns
 
 

@@ -18,7 +18,7 @@ decodes the frames or raises the typed error with its reply code, so the scan ne
 which errors a stream produces. The property list is not validated (as the properties of a
 ``raw_content`` decoder's :class:`.frames.ContentMessage` are not).
 
-``scan_publish`` has a compiled twin (``_speedups.scan_publish``), used when built; the
+``scan_publish`` has a compiled twin (``_raw_publish.scan_publish``), used when built; the
 differential tests in ``tests/protocol/test_raw_publish.py`` check they agree.
 """
 

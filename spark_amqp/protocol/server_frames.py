@@ -12,7 +12,7 @@ The delivery fast path: a broker delivers runs of messages that differ only in t
 tag (and the redelivered flag, and for a stream the ``x-stream-offset`` header value). So
 :func:`deliver_parts` (and :func:`stream_deliver_parts`) build the bytes around those fields
 once, and :func:`append_deliver` (and :func:`append_stream_deliver`) write one delivery from
-them; the latter two are compiled in ``_speedups.pyx`` when it is built (same bytes, checked by
+them; the latter two are compiled in ``_server_frames.pyx`` when it is built (same bytes, checked by
 ``tests/protocol/test_server_frames.py``).
 
 Names: ``ctag`` is the consumer tag as an encoded shortstr, ``enc`` the exchange and routing
@@ -173,7 +173,8 @@ def return_payload(code: int, text: str, enc: bytes) -> bytes:
 
 
 def _fast(name: str, pure):
-    """The compiled ``name`` from ``_speedups`` when built, else the pure-Python ``pure``."""
+    """The compiled ``name`` from ``_server_frames`` when built, else the pure-Python
+    ``pure``."""
     return getattr(SPEEDUPS, name, pure) if SPEEDUPS is not None else pure
 
 

@@ -8,7 +8,7 @@ content (see :mod:`.codegen`, which generates the classes into the checked-in mo
 Every class has ``__slots__`` for its fields, a typed ``__init__``, an ``encode()`` returning
 the method payload (class id, method id, arguments), ``frame_parts(channel)`` returning the
 whole method frame but its frame-end octet as a tuple of bytes, ``message_bytes(...)`` and a
-``decode(buf, off, end)`` classmethod (the compiled one of ``_speedups.pyx`` when built, see
+``decode(buf, off, end)`` classmethod (the compiled one of ``_methods.pyx`` when built, see
 :func:`_install_decoders`). Bit packing follows the 0-9-1 spec §4.2.5.2.
 
 Access the classes as ``spec.Basic.Publish``, ``spec.Connection.Tune`` or by index through
@@ -48,7 +48,7 @@ _WIRE_CODES = {"bit": 0, "octet": 1, "short": 2, "long": 3, "longlong": 4, "time
 
 def _install_decoders(speedups) -> None:
     """Make every method class's ``decode`` the compiled one of ``speedups`` (the same
-    results and errors, see ``_speedups.pyx``), or the generated pure-Python one when it is
+    results and errors, see ``_methods.pyx``), or the generated pure-Python one when it is
     ``None``. The pure-Python one stays as ``_py_decode``, the compiled one's fallback."""
     for cls in METHODS.values():
         if "_py_decode" not in cls.__dict__:
@@ -56,7 +56,7 @@ def _install_decoders(speedups) -> None:
             cls._wire = tuple(_WIRE_CODES[t] for t in cls.field_types)
         cls.decode = cls._py_decode if speedups is None else classmethod(speedups.decode_method)
     if speedups is not None:
-        speedups.setup_methods(_values._decode_table_at)
+        speedups.bind_methods(_values._decode_table_at)
 
 
 _install_decoders(SPEEDUPS)

@@ -1,4 +1,4 @@
-"""The compiled fast paths (``spark_amqp/protocol/_speedups.pyx``) against the pure-Python code:
+"""The compiled twins (``spark_amqp/protocol/_*.pyx``) against the pure-Python code:
 the same bytes, the same decoded values, the same typed errors with the same text, on random
 and on mutated input. The rest of tests/protocol runs against whichever implementation is in
 use (the compiled one when built; ``SPARK_AMQP_PURE_PYTHON=1`` forces pure Python)."""
@@ -42,9 +42,9 @@ def outcome(fn, *args):
 
 def test_selection_of_the_implementation(monkeypatch):
     assert props_module._load_speedups("1") is None
-    # as if not built: `from . import _speedups` raises ImportError
-    monkeypatch.delattr(sys.modules["spark_amqp.protocol"], "_speedups", raising=False)
-    monkeypatch.setitem(sys.modules, "spark_amqp.protocol._speedups", None)
+    # as if one twin were not built: importing it raises ImportError; they go together
+    monkeypatch.delattr(sys.modules["spark_amqp.protocol"], "_frames", raising=False)
+    monkeypatch.setitem(sys.modules, "spark_amqp.protocol._frames", None)
     assert props_module._load_speedups(None) is None
     try:
         props_module._install(None)
@@ -61,7 +61,7 @@ def test_selection_of_the_implementation(monkeypatch):
 
 @needs_speedups
 def test_speedups_are_in_use_unless_pure_python_is_forced():
-    assert SPEEDUPS is not None, "SPARK_AMQP_REQUIRE_SPEEDUPS=1 but _speedups is not built"
+    assert SPEEDUPS is not None, "SPARK_AMQP_REQUIRE_SPEEDUPS=1 but the compiled twins are not built"
     assert props_module.decode_properties is SPEEDUPS.decode_properties
 
 

@@ -1,6 +1,6 @@
 """Raw delivery runs (``spark_amqp/protocol/raw_deliveries.py``): the Decoder's raw channels,
 ``RawDeliveries``, ``scan_deliveries`` / ``deliver_columns`` and their compiled twins
-(``_speedups.scan_deliveries`` / ``_speedups.deliver_columns``), and the state machine's
+(``_frames.scan_deliveries`` / ``_raw_deliveries.deliver_columns``), and the state machine's
 handling of runs.
 
 Runs under both implementations: the compiled twins are compared with the pure-Python ones
@@ -44,7 +44,7 @@ MAX_BODY = frames_module.DEFAULT_MAX_BODY_SIZE
 def compiled():
     """The compiled module (fails, not skips, when it must exist and does not)."""
     assert RAW_SPEEDUPS is not None, (
-        "SPARK_AMQP_REQUIRE_SPEEDUPS=1 but _speedups (with scan_deliveries) is not built")
+        "SPARK_AMQP_REQUIRE_SPEEDUPS=1 but the compiled twins are not built")
     return RAW_SPEEDUPS
 
 

@@ -1,8 +1,9 @@
 """The broker's output frames (``spark_amqp/protocol/server_frames.py``): the same bytes as the
 codec's general encoder (``encode_message`` / ``encode_method``) for every content method the
 broker writes, decoded back to the same method, properties and body by :class:`Decoder`; and
-the compiled delivery writers (``_speedups.append_deliver`` / ``append_stream_deliver`` /
-``append_stream_run``) give the pure-Python ones' bytes, byte for byte."""
+the compiled delivery writers (``_server_frames.pyx``: ``append_deliver`` /
+``append_stream_deliver`` / ``append_stream_run``) give the pure-Python ones' bytes, byte for
+byte."""
 
 from __future__ import annotations
 
@@ -176,28 +177,6 @@ def test_a_stream_run_is_each_delivery_in_turn_and_stops_at_the_first_other_key(
         out = bytearray(b"x")
         assert run(out, pre, tag, mid, offset, post, entries, i, _ENC, bytes(_PROPS), 5) == j
         assert out == want
-
-
-@needs_speedups
-@PROPS
-@given(st.lists(st.tuples(st.sampled_from([b"", b"\x00\x02rk", b"\x00\x03rkx"]),
-                          st.sampled_from([b"", b"\x80\x00\x01a"]), st.binary(max_size=50)),
-                max_size=10), st.binary(max_size=5), st.integers(0, 3))
-def test_compiled_stream_entries_as_pure(entries, head, cut):
-    """The stream log's chunk payload split by the compiled ``split_records`` gives the values
-    of ``broker/stream.py``'s ``split_entries``; equal consecutive enc / properties are one
-    object; a payload cut short gives None (the pure reader then raises)."""
-    from spark_amqp.broker import stream as stream_log
-    data = head + b"".join(stream_log._ENT.pack(len(a), len(b), len(c)) + a + b + c
-                           for a, b, c in entries)
-    got = SPEEDUPS.split_records(data, len(head), len(entries))
-    assert got == stream_log.split_entries(data, len(head), len(entries))
-    for prev, this in zip(got, got[1:]):
-        assert (prev[0] is this[0]) == (prev[0] == this[0])
-        assert (prev[1] is this[1]) == (prev[1] == this[1])
-    if entries and cut:
-        assert SPEEDUPS.split_records(data[:-cut], len(head), len(entries)) is None
-    assert stream_log._split_records is SPEEDUPS.split_records
 
 
 @needs_speedups
