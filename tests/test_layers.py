@@ -161,7 +161,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
 
 def test_the_graph_sees_the_imports(graph):
     # a reader that found nothing would pass every test below
-    assert "spark_amqp.spark.source.queues.reader" in graph["spark_amqp.spark.datasource"]
+    assert "spark_amqp.spark.source.queues.micro_batch_stream" in graph["spark_amqp.spark.datasource"]
     assert "spark_amqp.spark.sink.writer" in graph["spark_amqp.spark.datasource"]
     assert "spark_amqp.protocol.errors" in graph["spark_amqp.spark.source.queues.errors"]  # lazy
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]

@@ -102,7 +102,7 @@ def client_alone(url: str, queue: str, n: int, prefetch: int, ack_every: int) ->
     consumers from ``SourceOptions``) and its :class:`QueueBuffer` bookkeeping, acking
     ``multiple`` once per ``ack_every`` messages as the source acks once per micro-batch.
     What the broker delivers to that consumer setup: the source's upper bound there."""
-    from ..spark.source.options import parse_source_options
+    from ..spark.source.queues.options import parse_source_options
     from ..spark.source.queues.buffer import QueueBuffer
     from ..spark.source.queues.consumer import DriverConsumer
 
@@ -174,7 +174,7 @@ def source_run(spark, url, queue, args, tmpdir) -> SparkRun:
 def _trigger_rows(args) -> int:
     """Messages per batch the source takes: --max-per-trigger, else what the default
     maxBytesPerTrigger holds (frames ~ body + 60 B)."""
-    from ..spark.source.options import DEFAULT_MAX_BYTES_PER_TRIGGER
+    from ..spark.source.queues.options import DEFAULT_MAX_BYTES_PER_TRIGGER
 
     cap = args.max_bytes_per_trigger or DEFAULT_MAX_BYTES_PER_TRIGGER
     by_bytes = max(1, cap // (args.body_size + 60))
@@ -184,7 +184,7 @@ def _trigger_rows(args) -> int:
 
 
 def _partition_rows(args) -> int:
-    from ..spark.source.options import DEFAULT_MAX_BYTES_PER_PARTITION, DEFAULT_MAX_PER_PARTITION
+    from ..spark.source.queues.options import DEFAULT_MAX_BYTES_PER_PARTITION, DEFAULT_MAX_PER_PARTITION
 
     by_bytes = max(1, DEFAULT_MAX_BYTES_PER_PARTITION // (args.body_size + 60))
     return min(args.per_partition or DEFAULT_MAX_PER_PARTITION, by_bytes)
@@ -221,15 +221,15 @@ def driver_bytes(url: str, streams: list, args) -> tuple[int, int]:
     run over ``streams`` (its calls replayed here, no Spark: ``initialOffset``,
     ``prepareForTriggerAvailableNow``, then ``latestOffset`` + ``partitions`` per trigger
     until the end stops moving, as Spark calls them), and the number of triggers with data."""
-    from ..spark.source.stream_options import parse_stream_options
-    from ..spark.source.streams.reader import AmqpStreamOffsetReader
+    from ..spark.source.streams.options import parse_stream_options
+    from ..spark.source.streams.micro_batch_stream import AmqpStreamMicroBatchStream
 
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     opts = {"uri": url, "stream": ",".join(streams), "startingOffsets": "earliest"}
     if args.max_per_trigger:
         opts["maxMessagesPerTrigger"] = str(args.max_per_trigger)
-    r = AmqpStreamOffsetReader(parse_stream_options(opts))
+    r = AmqpStreamMicroBatchStream(parse_stream_options(opts))
     limit = ReadMaxRows(args.max_per_trigger) if args.max_per_trigger else ReadAllAvailable()
     start = r.initialOffset()
     r.prepareForTriggerAvailableNow()
@@ -406,7 +406,7 @@ def main(argv=None) -> int:
     if args.max_per_trigger is None and not large:
         args.max_per_trigger = 100_000
     if args.prefetch is None:
-        from ..spark.source.options import default_prefetch
+        from ..spark.source.queues.options import default_prefetch
 
         prefetch = default_prefetch(args.max_per_trigger)
         prefetch_text = f"{prefetch} (source default)"

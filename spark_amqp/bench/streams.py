@@ -338,7 +338,7 @@ def read_filtered(url: str, queue: str, args: dict, wanted: int, value: str | No
 def source_read(url: str, queue: str, n: int, stream_filter: str | None) -> tuple:
     """The source's executor path over offsets [0, n): (rows, seconds)."""
     from ..spark.source.streams.consumer import read_range
-    from ..spark.source.stream_options import parse_stream_options
+    from ..spark.source.streams.options import parse_stream_options
 
     opts = {"uri": url, "stream": queue}
     if stream_filter:

@@ -2,12 +2,13 @@
 
 Register it with ``spark_amqp.register(spark)`` or ``spark.dataSource.register(AmqpDataSource)``.
 
-* Reading queues: :class:`spark_amqp.spark.source.queues.reader.AmqpQueueStreamReader`
+* Reading queues: :class:`spark_amqp.spark.source.queues.micro_batch_stream.AmqpQueueMicroBatchStream`
   (streaming only; see its module for the ack/offset semantics and
-  :mod:`spark_amqp.spark.source.options` for the options).
+  :mod:`spark_amqp.spark.source.queues.options` for the options).
 * Reading stream queues (option ``stream``/``superStream``):
-  :mod:`spark_amqp.spark.source.streams.reader`
-  (streaming and batch; options in :mod:`spark_amqp.spark.source.stream_options`).
+  :mod:`spark_amqp.spark.source.streams.micro_batch_stream` and
+  :mod:`spark_amqp.spark.source.streams.batch_reader`
+  (streaming and batch; options in :mod:`spark_amqp.spark.source.streams.options`).
 * Writing: ``writer``/``streamWriter`` return the sink's classes from
   :mod:`spark_amqp.spark.sink.writer` (imported lazily).
 
@@ -32,7 +33,8 @@ class AmqpDataSource(DataSource):
 
     Source schema: :data:`spark_amqp.spark.schema.SOURCE_SCHEMA_DDL`; a user schema may select
     some of its columns (:func:`spark_amqp.spark.schema.check_user_schema`). Options: see
-    :mod:`spark_amqp.spark.source.options` (source) and :mod:`spark_amqp.spark.sink.writer` (sink).
+    :mod:`spark_amqp.spark.source.options` (source, both modes) and
+    :mod:`spark_amqp.spark.sink.writer` (sink).
     """
 
     @classmethod
@@ -48,13 +50,9 @@ class AmqpDataSource(DataSource):
         method; ``streamReader`` then checks the schema (a selection of the source's columns)
         and the options when the query starts.
         """
-        from .source.options import parse_source_options
-        from .source.stream_options import is_stream_mode, parse_stream_options
+        from .source.options import parse_options
 
-        if is_stream_mode(self.options):
-            parse_stream_options(dict(self.options))
-        else:
-            parse_source_options(dict(self.options))
+        parse_options(dict(self.options))
         return _schema.source_schema()
 
     def streamReader(self, schema):
@@ -64,26 +62,24 @@ class AmqpDataSource(DataSource):
         selection of the source's columns (see :func:`spark_amqp.spark.schema.check_user_schema`;
         the reader then yields only the selected columns).
         """
-        from .source.options import parse_source_options
-        from .source.stream_options import is_stream_mode, parse_stream_options
+        from .source.options import StreamOptions, parse_options
 
         columns = _schema.check_user_schema(schema)
-        if is_stream_mode(self.options):
-            from .source.streams.reader import AmqpStreamOffsetReader
+        options = replace(parse_options(dict(self.options)), columns=columns)
+        if isinstance(options, StreamOptions):
+            from .source.streams.micro_batch_stream import AmqpStreamMicroBatchStream
 
-            return AmqpStreamOffsetReader(replace(parse_stream_options(dict(self.options)),
-                                                  columns=columns))
-        from .source.queues.reader import AmqpQueueStreamReader
+            return AmqpStreamMicroBatchStream(options)
+        from .source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
 
-        return AmqpQueueStreamReader(replace(parse_source_options(dict(self.options)),
-                                             columns=columns))
+        return AmqpQueueMicroBatchStream(options)
 
     def reader(self, schema):
-        """Batch reader: stream mode only (:class:`.source.streams.reader.AmqpStreamBatchReader`).
+        """Batch reader: stream mode only (:class:`.source.streams.batch_reader.AmqpStreamBatchReader`).
 
         Raises ``ValueError`` for the queue mode: a classic or quorum queue is not a
         replayable table (reading it consumes it)."""
-        from .source.stream_options import is_stream_mode, parse_stream_options
+        from .source.options import is_stream_mode, parse_stream_options
 
         columns = _schema.check_user_schema(schema)
         if not is_stream_mode(self.options):
@@ -93,7 +89,7 @@ class AmqpDataSource(DataSource):
                 "it. Use spark.readStream.format('amqp') with trigger(availableNow=True) to "
                 "drain a queue once, or declare a stream (x-queue-type=stream) and read it "
                 "with option 'stream' (startingOffsets/endingOffsets).")
-        from .source.streams.reader import AmqpStreamBatchReader
+        from .source.streams.batch_reader import AmqpStreamBatchReader
 
         return AmqpStreamBatchReader(replace(parse_stream_options(dict(self.options)),
                                              columns=columns))

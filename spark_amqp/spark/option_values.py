@@ -2,8 +2,8 @@
 comma-separated names parsed from Spark's option strings, and the one builder of their errors.
 No I/O.
 
-Shared by the source (queue mode :mod:`.source.options`, stream mode
-:mod:`.source.stream_options`), the sink (:mod:`.sink.options`) and :mod:`.connection_options`.
+Shared by the source (queue mode :mod:`.source.queues.options`, stream mode
+:mod:`.source.streams.options`), the sink (:mod:`.sink.options`) and :mod:`.connection_options`.
 Each ``parse_*`` function reads one option from a mapping whose keys are lower-cased (Spark's
 ``CaseInsensitiveDict`` stores them so; lessons §1.4): it takes the option's documented spelling
 (``maxInFlight``), looks it up lower-cased (``maxinflight``) and names it as documented in its

@@ -81,7 +81,7 @@ def test_bad_address_options_name_the_option(opts, needle):
 
 def test_source_and_sink_accept_the_address_options():
     from spark_amqp.spark.sink.options import SinkOptionError, parse_sink_options
-    from spark_amqp.spark.source.options import parse_source_options
+    from spark_amqp.spark.source.queues.options import parse_source_options
 
     opts = {"uri": "amqp://u:p@a:1,b:2/%2F", "addresses": "c:3", "shuffleAddresses": "false",
             "failoverTimeout": "5"}

@@ -18,8 +18,8 @@ import pytest
 
 from spark_amqp.spark.connection_options import CONNECTION
 from spark_amqp.spark.sink.options import SINK_TABLE
-from spark_amqp.spark.source.options import QUEUE_OPTIONS
-from spark_amqp.spark.source.stream_options import STREAM_TABLE
+from spark_amqp.spark.source.queues.options import QUEUE_OPTIONS
+from spark_amqp.spark.source.streams.options import STREAM_TABLE
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TABLES = {"queue": QUEUE_OPTIONS, "stream": STREAM_TABLE, "sink": SINK_TABLE}

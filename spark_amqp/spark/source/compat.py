@@ -5,8 +5,8 @@ PySpark 4.2 added admission control and ``Trigger.AvailableNow`` for Python sour
 ``ReadMaxBytes``, ``ReadMinRows``, ``SupportsTriggerAvailableNow``). On PySpark 4.0/4.1 the
 names below are None, and ``SupportsTriggerAvailableNow`` is an empty placeholder class so
 that the readers' class hierarchy is the same on every version. ``ReadMinRows`` is looked up
-on its own, so a build without it keeps the rest. Used by both modes (:mod:`.queues.reader`,
-:mod:`.streams.reader`).
+on its own, so a build without it keeps the rest. Used by both modes (:mod:`.read_limits`, the
+micro-batch streams).
 """
 
 from __future__ import annotations

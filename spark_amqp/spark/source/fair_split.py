@@ -1,6 +1,6 @@
 """Fair split of a row (or byte) limit across queues or streams by water-filling, the
 source's counterpart of Kafka's ``maxOffsetsPerTrigger`` split across topic-partitions.
-Pure (no I/O); used by both modes' batch planning (queue mode :mod:`.queues.reader`, stream
+Pure (no I/O); used by both modes' batch planning (queue mode :mod:`.queues.planner`, stream
 mode :mod:`.streams.offsets`).
 """
 

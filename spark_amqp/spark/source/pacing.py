@@ -17,9 +17,31 @@ Under ``Trigger.AvailableNow`` the readers do not ask (a run must end, PySpark's
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
-__all__ = ["TriggerPacer"]
+from ..option_values import OptionErrors
+from ..options_table import Option
+
+__all__ = ["TriggerPacer", "PACING_OPTIONS", "parse_pacing", "DEFAULT_MAX_TRIGGER_DELAY"]
+
+#: Kafka source's maxTriggerDelay default (spark-sql-kafka: "15m"), in seconds
+DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0
+
+#: the pacing options, the same in both modes (:func:`parse_pacing`)
+PACING_OPTIONS = (
+    Option("minMessagesPerTrigger", "int", None,
+           "no batch until this many messages are available (queue mode: buffered by the "
+           "driver; stream mode: offsets between the last batch's end and the streams' "
+           "tails), unless `maxTriggerDelay` has passed or the batch is full. An integer >= 1, "
+           "at most `maxMessagesPerTrigger`; in queue mode also at most the prefetch windows "
+           "of all queues (`prefetch` x queues; the default `prefetch` grows to hold it)",
+           "unset (no pacing)", section="pacing", minimum=1),
+    Option("maxTriggerDelay", "duration", DEFAULT_MAX_TRIGGER_DELAY,
+           "only with `minMessagesPerTrigger`: the longest time between two batches when "
+           "messages are there. Spark's duration syntax, as the Kafka source: an integer and a "
+           "unit `us`, `ms`, `s`, `m`/`min`, `h`, `d` (`500ms`, `30s`, `15m`); a bare integer "
+           "is milliseconds", "`15m` (Kafka's)", section="pacing"),
+)
 
 
 class TriggerPacer:
@@ -72,3 +94,28 @@ class TriggerPacer:
     def planned(self) -> None:
         """A batch was planned: the delay counts from now."""
         self._last_batch = self._clock()
+
+
+def parse_pacing(o: Mapping[str, str], errors: OptionErrors,
+                 max_trigger: int | None) -> tuple[int | None, float]:
+    """``minMessagesPerTrigger`` and ``maxTriggerDelay`` (seconds) of either mode
+    (:data:`PACING_OPTIONS`).
+
+    ``o``: the lower-cased options; ``errors``: the mode's wording; ``max_trigger``: the parsed
+    ``maxMessagesPerTrigger``. Raises ``ValueError`` naming the option for a non-integer or < 1
+    minimum, a bad duration, a minimum above ``maxMessagesPerTrigger`` (no batch could reach
+    it), or ``maxTriggerDelay`` without ``minMessagesPerTrigger`` (Kafka ignores it there; here
+    it would be silently unused).
+    """
+    minimum, delay = PACING_OPTIONS
+    min_trigger = minimum.parse(o, errors, minimum.default)
+    max_delay = delay.parse(o, errors, delay.default)
+    if min_trigger is None and "maxtriggerdelay" in o:
+        raise ValueError(f"Option 'maxTriggerDelay' of {errors.subject} only applies with "
+                         "'minMessagesPerTrigger' (the delay bounds the wait for that "
+                         "minimum): set minMessagesPerTrigger too, or remove maxTriggerDelay.")
+    if min_trigger is not None and max_trigger is not None and min_trigger > max_trigger:
+        raise ValueError(f"Option 'minMessagesPerTrigger' of {errors.subject} ({min_trigger}) "
+                         f"is above 'maxMessagesPerTrigger' ({max_trigger}): no batch could "
+                         "reach the minimum. Allowed: 1 .. maxMessagesPerTrigger.")
+    return min_trigger, max_delay

@@ -1,6 +1,6 @@
 """Driver-side bookkeeping of consumed deliveries: per-queue buffers, planning and acks.
 
-Pure (no I/O): the reader feeds drained items in (undecoded runs of deliveries, or single
+Pure (no I/O): the offset reader feeds drained items in (undecoded runs of deliveries, or single
 decoded deliveries), cuts batch ends, slices planned ranges for
 partitions and asks which delivery tag to ack. One :class:`QueueBuffer` per queue per session;
 its deliveries come from one channel, in delivery-tag order, so ``basic.ack(tag,
@@ -13,7 +13,7 @@ Offsets: ``acked <= planned <= received``; deliveries below ``acked`` are forgot
 Bytes: every buffer also counts the bytes it holds, per message (:func:`item_bytes`): a raw
 run's frames (body plus its ~60-byte method/header framing and properties, i.e. what the
 message weighs on the wire and in a partition), a decoded delivery's body plus
-:data:`DECODED_OVERHEAD`. The reader cuts batches and partitions by these byte positions
+:data:`DECODED_OVERHEAD`. The offset reader and the partitioner cut batches and partitions by these byte positions
 (``maxBytesPerTrigger``, ``maxBytesPerPartition``) and bounds what it holds unplanned
 (``maxBufferedBytes``).
 """

@@ -1,17 +1,17 @@
 """The driver's consumer of the queue mode: one connection, one channel per queue, manual acks
 (broker I/O).
 
-Used only by the queue mode's reader (:class:`.reader.AmqpQueueStreamReader`) in Spark's
-long-lived source runner process on the driver (never in ``__init__``, never on executors).
+Used only by the queue mode's offset reader (:class:`.offset_reader.QueueOffsetReader`) in
+Spark's long-lived source runner process on the driver (never in ``__init__``, never on executors).
 Per queue: a channel, ``basic.qos(prefetch, global=False)`` (per consumer, RabbitMQ
 docs/consumer-prefetch.md), then ``basic.consume(no_ack=False)`` without a callback so the
 client buffers deliveries in the channel, in raw mode (runs of undecoded frames,
 ``spark_amqp.protocol.raw_deliveries``: the driver never decodes a message, the executors do);
-the reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window
+the offset reader drains them. Because prefetch-count is a short (AMQP 0-9-1 §1.8.3.1), a window
 above 65535 is realised by several consumers on the same channel (their deliveries still share
 the channel's tag sequence, so a ``multiple=True`` ack stays exact).
 
-The reader uses the consumer only through :class:`QueueConsumer` (a ``typing.Protocol``):
+The offset reader uses the consumer only through :class:`QueueConsumer` (a ``typing.Protocol``):
 :class:`DriverConsumer` implements it, and so does the unit tests' fake consumer.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from ..options import SourceOptions
+from .options import SourceOptions
 from ..timeouts import RPC_TIMEOUT
 
 __all__ = ["QueueConsumer", "DriverConsumer", "QueueMissing", "QueueUnavailable",
@@ -31,11 +31,11 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class QueueConsumer(Protocol):
-    """What the queue-mode reader needs of its driver consumer (one connection consuming
+    """What the queue mode's offset reader needs of its driver consumer (one connection consuming
     ``options.queues``, a channel per queue; see the module doc). Methods that talk to the
     broker raise what the client raises: what the client's classification
     (:func:`spark_amqp.client.failover.classify`) takes as a lost connection or a node that
-    cannot serve now ends the reader's session, it reconnects; what is refused for good fails
+    cannot serve now ends the offset reader's session, it reconnects; what is refused for good fails
     the query."""
 
     #: queue -> ready messages in the declare-ok answered before consuming (set by ``open``;
@@ -91,13 +91,13 @@ class QueueUnavailable(ConnectionError):
     queue whose home node is stopped with 404 NOT_FOUND "home node ... is down or
     inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent; the
     client's classification takes it as a node that cannot serve now). An OSError, so the
-    reader retries it (within ``failoverTimeout``) instead of failing the query for a missing
+    offset reader retries it (within ``failoverTimeout``) instead of failing the query for a missing
     queue."""
 
 
 class ConsumerCancelled(ConnectionError):
     """The broker cancelled a consumer (``basic.cancel`` from the server, RabbitMQ
-    docs/consumer-cancel.md). An OSError so the reader handles it like a connection loss."""
+    docs/consumer-cancel.md). An OSError so the offset reader handles it like a connection loss."""
 
 
 class DriverConsumer:
@@ -106,7 +106,7 @@ class DriverConsumer:
 
     Methods raise ``spark_amqp.client.ConnectionLost`` (socket loss / heartbeat timeout) or a
     ``spark_amqp.protocol.errors.AMQPError`` subclass (broker closed the channel/connection);
-    the reader classifies them (:func:`spark_amqp.client.failover.classify`).
+    the offset reader classifies them (:func:`spark_amqp.client.failover.classify`).
     """
 
     def __init__(self, options: SourceOptions):
@@ -264,7 +264,7 @@ class DriverConsumer:
 
     def set_read_limit(self, max_bytes: int, extra) -> None:
         """Back-pressure: the connection stops reading while the deliveries it buffers plus
-        ``extra()`` (the reader's unplanned bytes) reach ``max_bytes``
+        ``extra()`` (the offset reader's unplanned bytes) reach ``max_bytes``
         (``spark_amqp.client.Connection.set_read_limit``)."""
         self.conn.set_read_limit(max_bytes, extra)
 
@@ -322,7 +322,7 @@ class DriverConsumer:
 
     def _connect(self, **extra: Any) -> Any:
         """``connect`` with the options' URI and connection options, ``extra`` on top. One
-        round over the addresses per attempt: the reader backs off between attempts and
+        round over the addresses per attempt: the offset reader backs off between attempts and
         applies failoverTimeout itself (it must not block a trigger that long)."""
         from spark_amqp.client import connect
 
@@ -335,15 +335,3 @@ class DriverConsumer:
             conn.close()
         except Exception as e:  # noqa: BLE001
             log.debug("closing connection: %s", e)
-
-    def message_counts(self) -> dict[str, int]:
-        """Ready messages per queue (passive queue.declare message-count, §1.7.2.2): the
-        snapshot for Trigger.AvailableNow. Unacked deliveries are not counted by RabbitMQ."""
-        ch = self.conn.channel()
-        try:
-            return {q: ch.queue_declare(q, passive=True).message_count for q in self.options.queues}
-        finally:
-            try:
-                ch.close()
-            except Exception:  # noqa: BLE001
-                pass

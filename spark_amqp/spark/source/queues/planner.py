@@ -1,14 +1,13 @@
 """Batch planning of the queue mode: from what is buffered, the read limits and
 Trigger.AvailableNow's budget to the number of messages each queue gives the next batch.
 
-Pure (no I/O, no clock): the reader (:mod:`.reader`) drains the consumer into the buffers
-(:mod:`.buffer`) and asks here; the counterpart of the per-trigger rate limit of Spark's
+Pure (no I/O, no clock): the offset reader (:mod:`.offset_reader`) drains the consumer into
+the buffers (:mod:`.buffer`) and asks here; the counterpart of the per-trigger rate limit of Spark's
 Kafka source (``KafkaMicroBatchStream``, ``maxOffsetsPerTrigger``), for queues whose offsets
 count deliveries.
 
-* :func:`read_limits`: what Spark's ``ReadLimit`` (PySpark 4.2+, :mod:`..compat`) and the
-  options mean for one trigger: a row cap, a byte cap (``maxBytesPerTrigger`` always: it
-  bounds the driver's memory) and a minimum (``ReadMinRows``).
+* the trigger's limits (a row cap, a byte cap, a minimum) come from :mod:`..read_limits`,
+  shared with the stream mode.
 * :func:`plan_batch`: messages per queue: the row cap split fairly across queues (capped by
   the budget), then the byte cap split fairly over those messages' bytes (never below one
   message for a queue that has any: a message above the cap goes alone).
@@ -19,14 +18,12 @@ count deliveries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
-from ..compat import ReadMaxBytes, ReadMaxRows, ReadMinRows
 from ..fair_split import fair_split
 from .buffer import QueueBuffer
 
-__all__ = ["Limits", "BatchPlan", "read_limits", "plan_batch", "available_now_full",
-           "cannot_grow", "with_framing"]
+__all__ = ["BatchPlan", "plan_batch", "available_now_full", "cannot_grow", "with_framing"]
 
 
 def with_framing(max_bytes: int) -> int:
@@ -36,37 +33,6 @@ def with_framing(max_bytes: int) -> int:
     a 16 MiB batch. (Small messages' framing is not covered: their batches hold a little less
     than the limit in bodies.)"""
     return max_bytes + max_bytes // 1024
-
-
-@dataclass(frozen=True)
-class Limits:
-    """One trigger's limits: ``max_rows`` (None = no row cap), ``max_bytes`` (bytes of
-    bodies, always set) and ``min_rows`` (a ``ReadMinRows`` from Spark, else None)."""
-
-    max_rows: int | None
-    max_bytes: int
-    min_rows: int | None = None
-
-
-def read_limits(limit: Any, has_start: bool, max_messages_per_trigger: int | None,
-                max_bytes_per_trigger: int) -> Limits:
-    """The limits of a ``latestOffset(start, limit)`` call.
-
-    ``ReadMaxRows`` caps rows; ``ReadMaxBytes`` caps bytes (the smaller of it and
-    ``maxBytesPerTrigger``); ``ReadMinRows`` sets the minimum and keeps the option
-    ``maxMessagesPerTrigger`` as the row cap; on the PySpark 4.0/4.1 signature (no ``start``,
-    no ``limit``: ``has_start`` False) the option is the cap. Anything else (``ReadAllAvailable``)
-    caps only bytes."""
-    max_bytes = max_bytes_per_trigger
-    if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-        return Limits(int(limit.max_rows), max_bytes)
-    if ReadMaxBytes is not None and isinstance(limit, ReadMaxBytes):
-        return Limits(None, min(max_bytes, int(limit.max_bytes)))
-    if ReadMinRows is not None and isinstance(limit, ReadMinRows):
-        return Limits(max_messages_per_trigger, max_bytes, int(limit.min_rows))
-    if limit is None and not has_start:
-        return Limits(max_messages_per_trigger, max_bytes)  # 4.0/4.1: self-enforced cap
-    return Limits(None, max_bytes)
 
 
 @dataclass(frozen=True)

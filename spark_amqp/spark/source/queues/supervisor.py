@@ -30,7 +30,7 @@ from typing import Callable
 from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, FailoverWindow,
                                         classify, several_addresses)
 
-from ..options import SourceOptions
+from .options import SourceOptions
 from .consumer import QueueConsumer, QueueMissing
 from .errors import body_too_large, message_too_large
 

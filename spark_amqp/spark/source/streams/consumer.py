@@ -41,7 +41,7 @@ from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, Fai
 
 from ...connection_options import redact_uri
 from ..arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
-from ..stream_options import StreamOptions
+from .options import StreamOptions
 
 __all__ = ["read_range", "row_filter", "DataLoss", "ReadTimeout", "LOST", "FILTER_VALUE_HEADER"]
 

@@ -40,14 +40,14 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from spark_amqp.client.failover import (AddressErrors, Failure, address_of, classify,
                                         connect_avoiding)
 
 from ..timeouts import RPC_TIMEOUT
 
-__all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
+__all__ = ["TailProbe", "StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
            "super_stream_partitions"]
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,33 @@ class StreamMissing(RuntimeError):
 
 class NotAStream(ValueError):
     """The named queue exists but is not a stream queue (a classic or quorum queue)."""
+
+
+@runtime_checkable
+class TailProbe(Protocol):
+    """What the stream mode's offset reader (:class:`.offset_reader.StreamOffsetReader`) needs
+    of the driver's probe: :class:`StreamProbe` implements it, and so do the unit tests' fakes.
+    Methods that talk to the broker raise what the client raises (classified by the client's
+    failure model, :func:`spark_amqp.client.failover.classify`), :class:`StreamMissing` and
+    :class:`NotAStream`; ``wait`` is the seconds without a delivery that mean "empty"."""
+
+    #: bytes received from the broker by this probe's connections
+    bytes_received: int
+
+    def check_exists(self, stream: str) -> None:
+        """Raise :class:`StreamMissing` when ``stream`` does not exist."""
+
+    def tails(self, streams, wait: float) -> dict[str, int | None]:
+        """``{stream: next offset after its last one}`` (None: empty)."""
+
+    def firsts(self, streams, wait: float) -> dict[str, int | None]:
+        """``{stream: first retained offset}`` (None: empty)."""
+
+    def at_timestamp(self, stream: str, ms: int, wait: float) -> int | None:
+        """The first offset of the chunk at time ``ms`` (None: nothing at or after it)."""
+
+    def close(self) -> None:
+        """Close the connection (the probe may be used again: it reconnects)."""
 
 
 def stream_offset_of(item: Any, last: bool = False) -> int | None:
@@ -87,7 +114,8 @@ def _last_tag(item: Any) -> int:
 
 
 class StreamProbe:
-    """One driver connection that probes streams (see module doc). Not thread-safe.
+    """One driver connection that probes streams (see module doc); a :class:`TailProbe`. Not
+    thread-safe.
 
     ``uri``/``client_kwargs``: as the source options. Methods raise
     ``spark_amqp.client.ConnectionLost``/``AMQPError`` on connection trouble,

@@ -11,8 +11,9 @@ import pytest
 
 from source_helpers import delete, publish, wait_until
 from stream_helpers import declare_stream
-from spark_amqp.spark.source.stream_options import parse_stream_options
-from spark_amqp.spark.source.streams.reader import AmqpStreamBatchReader, AmqpStreamOffsetReader
+from spark_amqp.spark.source.streams.options import parse_stream_options
+from spark_amqp.spark.source.streams.batch_reader import AmqpStreamBatchReader
+from spark_amqp.spark.source.streams.micro_batch_stream import AmqpStreamMicroBatchStream
 
 
 def test_timestamp_options_parse_and_errors():
@@ -38,7 +39,7 @@ def test_timestamp_options_parse_and_errors():
         with pytest.raises(ValueError, match=match):
             parse_stream_options({"stream": "a,b", **extra})
     with pytest.raises(ValueError, match="'endingTimestamp' of the amqp source is for batch"):
-        AmqpStreamOffsetReader(parse_stream_options({"stream": "a", "endingtimestamp": "1"}))
+        AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a", "endingtimestamp": "1"}))
 
 
 class TimeProbe:
@@ -64,7 +65,7 @@ class TimeProbe:
 
 def test_resolution_per_stream_strategy_and_ending():
     def start(**o):
-        r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a,b", **o}),
+        r = AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a,b", **o}),
                                    probe_factory=lambda _: TimeProbe())
         return r.initialOffset()["streams"]
 

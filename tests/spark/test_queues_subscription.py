@@ -11,7 +11,7 @@ import pytest
 
 from source_helpers import delete, pika_conn, wait_until
 from spark_amqp.spark.source.queues.consumer import DriverConsumer
-from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.queues.options import parse_source_options
 
 
 def _delete_exchange(url, name):

@@ -5,16 +5,14 @@ that the driver's consumer and the tests' fake both implement."""
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
-                                              ReadMinRows)
 
-from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.queues.options import parse_source_options
 from spark_amqp.spark.source.queues.budget import AvailableNowBudget
 from spark_amqp.spark.source.queues.buffer import DECODED_OVERHEAD, QueueBuffer
 from spark_amqp.spark.source.queues.consumer import DriverConsumer, QueueConsumer, QueueMissing
 from spark_amqp.spark.source.queues.errors import BrokerUnreachable
-from spark_amqp.spark.source.queues.planner import (BatchPlan, Limits, available_now_full,
-                                                    cannot_grow, plan_batch, read_limits)
+from spark_amqp.spark.source.queues.planner import (BatchPlan, available_now_full,
+                                                    cannot_grow, plan_batch)
 from spark_amqp.spark.source.queues.supervisor import ConnectionSupervisor
 
 from source_fakes import FakeBroker, FakeClock, FakeDelivery
@@ -102,15 +100,6 @@ def test_available_now_waits_for_the_retry_within_its_deadline():
     assert not sup.wait_for_retry(2.0) and sup.reconnect_deadline is None
 
 
-def test_read_limits():
-    assert read_limits(ReadMaxRows(7), True, None, 100) == Limits(7, 100)
-    assert read_limits(ReadMaxBytes(50), True, 9, 100) == Limits(None, 50)
-    assert read_limits(ReadMaxBytes(500), True, 9, 100) == Limits(None, 100)
-    assert read_limits(ReadMinRows(3), True, 9, 100) == Limits(9, 100, 3)
-    assert read_limits(ReadAllAvailable(), True, 9, 100) == Limits(None, 100)
-    assert read_limits(None, False, 9, 100) == Limits(9, 100)   # PySpark 4.0/4.1
-
-
 def _buffers(**sizes):
     out = {}
     for q, bodies in sizes.items():
@@ -143,15 +132,21 @@ def test_full_batches():
     assert cannot_grow(plan, None, bufs, 100, 100, 0)            # maxBufferedBytes held
 
 
-def test_available_now_budget():
+def test_available_now_budget_is_derived_from_the_buffers():
     b = AvailableNowBudget({"a": 5, "b": 1})
-    b.planned("a", 4)
-    b.planned("b", 3)                                            # never below 0
-    assert b.remaining == {"a": 1, "b": 0} and not b.done
-    assert b.goal(None) == {"a": 1, "b": 0}
-    b.planned("a", 1)
-    assert b.done
-    b.give_back("a", 2)                                          # a lost session's range
-    assert b.remaining == {"a": 2, "b": 0}
+    bufs = _buffers(a=[10] * 6, b=[10] * 3)
+    bufs["a"].plan(4)
+    bufs["b"].plan(3)                                            # never below 0
+    assert b.remaining(bufs) == {"a": 1, "b": 0} and not b.done(bufs)
+    assert b.goal(bufs, None) == {"a": 1, "b": 0}
+    bufs["a"].plan(1)
+    assert b.done(bufs)
+    bufs["a"].ack_upto(3)                                        # the session acked 3 of 5
+    b.session_lost(bufs)                   # what was planned but not acked goes back
+    fresh = _buffers(a=[], b=[])
+    assert b.remaining(fresh) == {"a": 2, "b": 1}
+    fresh["a"].add([FakeDelivery(b"x", 1)])
+    fresh["a"].plan(1)
+    assert b.remaining(fresh) == {"a": 1, "b": 1}
     b.give_up()
-    assert b.done and b.remaining == {"a": 0, "b": 0}
+    assert b.done(fresh) and b.remaining(fresh) == {"a": 0, "b": 0}

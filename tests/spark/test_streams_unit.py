@@ -10,9 +10,10 @@ import pytest
 
 from spark_amqp.spark.source.streams.offsets import (StreamOffset, StreamRange, plan_ends,
                                                     split_ranges)
-from spark_amqp.spark.source.stream_options import is_stream_mode, parse_stream_options
-from spark_amqp.spark.source.streams.reader import (AmqpStreamBatchReader, AmqpStreamOffsetReader,
-                                            StreamRangePartition)
+from spark_amqp.spark.source.streams.options import is_stream_mode, parse_stream_options
+from spark_amqp.spark.source.streams.batch_reader import AmqpStreamBatchReader
+from spark_amqp.spark.source.streams.micro_batch_stream import AmqpStreamMicroBatchStream
+from spark_amqp.spark.source.streams.partition_reader import StreamRangePartition
 
 from source_helpers import delete, publish, wait_until
 from stream_helpers import declare_stream, pika_read
@@ -65,7 +66,7 @@ def test_bad_options_name_the_option(opts, match):
 
 def test_ending_offsets_refused_in_streaming_and_bad_batch_bounds():
     with pytest.raises(ValueError, match="batch reads"):
-        AmqpStreamOffsetReader(parse_stream_options({"stream": "a", "endingoffsets": "latest"}))
+        AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a", "endingoffsets": "latest"}))
     with pytest.raises(ValueError, match="cannot be 'latest'"):
         AmqpStreamBatchReader(parse_stream_options({"stream": "a", "startingoffsets": "latest"}))
     with pytest.raises(ValueError, match="cannot be 'latest'"):
@@ -113,13 +114,13 @@ def test_split_ranges_tiles_exactly():
 
 
 def test_partitions_and_pickling_of_the_reader():
-    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a,b",
+    r = AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a,b",
                                                      "maxmessagesperpartition": "4"}))
     parts = r.partitions({"streams": {"a": 0, "b": 3}}, {"streams": {"a": 6, "b": 5}})
     assert [(p.stream, p.start, p.end) for p in parts] == [("a", 0, 4), ("a", 4, 6),
                                                            ("b", 3, 5)]
     r2 = pickle.loads(pickle.dumps(r))
-    assert r2.options == r.options and r2._planner._probe is None
+    assert r2.options == r.options and r2.offsets.current_probe is None
     assert isinstance(pickle.loads(pickle.dumps(parts[0])), StreamRangePartition)
 
 
@@ -151,7 +152,7 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     probe = FakeProbe({"a": 50, "b": None})
-    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a,b",
+    r = AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a,b",
                                                      "startingoffsets": "earliest"}),
                                probe_factory=lambda o: probe)
     start = r.initialOffset()
@@ -161,7 +162,7 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
     end = r.latestOffset({"streams": {"a": 20, "b": 0}}, ReadAllAvailable())
     assert end == {"streams": {"a": 50, "b": 0}}
     probe.tail_of["a"] = 70
-    r._next_probe = 0
+    r.offsets._next_probe = 0
     r.prepareForTriggerAvailableNow()
     probe.tail_of["a"] = 90                      # after the snapshot: not in this run
     assert r.latestOffset(end, ReadAllAvailable()) == {"streams": {"a": 70, "b": 0}}
@@ -169,10 +170,10 @@ def test_latest_offset_plans_up_to_the_tail_and_reports_it():
 
 def test_starting_latest_and_timestamp_resolve_on_the_broker():
     probe = FakeProbe({"a": 42})
-    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a"}),
+    r = AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a"}),
                                probe_factory=lambda o: probe)
     assert r.initialOffset() == {"streams": {"a": 42}}
-    r = AmqpStreamOffsetReader(parse_stream_options({"stream": "a", "startingtimestamp": "5"}),
+    r = AmqpStreamMicroBatchStream(parse_stream_options({"stream": "a", "startingtimestamp": "5"}),
                                probe_factory=lambda o: probe)
     assert r.initialOffset() == {"streams": {"a": 3}}
 
@@ -560,15 +561,15 @@ def test_tail_probes_failing_longer_than_failover_timeout_fail_the_query():
     o = parse_stream_options({"stream": "a", "uri": "amqp://guest:guest@127.0.0.1:1,"
                               "127.0.0.1:2/%2F", "failovertimeout": "1",
                               "connectiontimeout": "1"})
-    r = AmqpStreamOffsetReader(o)
-    r._planner._streams = ("a",)              # as after the first trigger
-    r._tails = {"a": 30}
+    r = AmqpStreamMicroBatchStream(o)
+    r.offsets._streams = ("a",)              # as after the first trigger
+    r.offsets.tails = {"a": 30}
     start = {"streams": {"a": 10}}
     t0 = time.monotonic()
     assert r.latestOffset(start, None) == {"streams": {"a": 30}}   # the known tail
     with pytest.raises(StreamBrokerUnreachable) as e:
         while time.monotonic() - t0 < 10:
-            r._next_probe = 0
+            r.offsets._next_probe = 0
             r.latestOffset(start, None)
             time.sleep(0.1)
     text = str(e.value)
@@ -602,6 +603,6 @@ def test_read_of_spark_placeholder_partition_is_empty():
     (plan_data_source_read.py) which must give no rows, not an AttributeError."""
     from pyspark.sql.datasource import InputPartition
 
-    from spark_amqp.spark.source.streams.reader import _read
+    from spark_amqp.spark.source.streams.partition_reader import read_partition as _read
 
     assert list(_read(None, InputPartition(None))) == []

@@ -1,7 +1,7 @@
 """Options of the ``amqp`` source in *stream mode* (RabbitMQ stream queues): parsing, no I/O.
 
 Stream mode is chosen by the option ``stream`` (or ``superStream``); without it the source
-reads classic/quorum queues (``queue``/``queues``, :mod:`.options`, unchanged). Option names
+reads classic/quorum queues (``queue``/``queues``, :mod:`..queues.options`). Option names
 follow Spark's Kafka source (``spark-sql-kafka``). Keys arrive lower-cased from Spark
 (``CaseInsensitiveDict``); every error is a ``ValueError`` naming the option, the value given
 and what is allowed, raised at ``load()``.
@@ -9,8 +9,8 @@ and what is allowed, raised at ``load()``.
 Every option is one entry of :data:`STREAM_TABLE` (name, kind, default, bounds, doc), which
 gives the known options, their parsing and defaults, and the option tables of docs/source.md
 "Stream mode options" and docs/reading-patterns.md (``tests/spark/test_option_tables.py``
-checks them); the connection options are :mod:`..connection_options`'s and the pacing options
-the queue mode's (:data:`.options.PACING_OPTIONS`). Rules between options are in
+checks them); the connection options are :mod:`...connection_options`'s and the pacing options
+both modes' (:data:`..pacing.PACING_OPTIONS`). Rules between options are in
 :func:`parse_stream_options`.
 """
 
@@ -20,11 +20,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
-                                  parse_connection)
-from ..option_values import OptionErrors
-from ..options_table import Option, OptionTable, unknown_options_error
-from .options import PACING_OPTIONS, parse_pacing
+from ...connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
+                                   parse_connection)
+from ...option_values import OptionErrors
+from ...options_table import Option, OptionTable, unknown_options_error
+from ..pacing import PACING_OPTIONS, parse_pacing
 
 __all__ = ["StreamOptions", "parse_stream_options", "is_stream_mode", "EARLIEST", "LATEST",
            "STREAM_OPTIONS", "STREAM_TABLE"]

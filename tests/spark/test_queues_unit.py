@@ -17,8 +17,9 @@ from hypothesis import given, strategies as st
 from spark_amqp.protocol import BasicProperties
 from spark_amqp.spark import schema as S
 from spark_amqp.spark.source.arrow import pack_deliveries, render_header_value, to_record_batches
-from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.queues.reader import QueueInputPartition, AmqpQueueStreamReader
+from spark_amqp.spark.source.queues.options import parse_source_options
+from spark_amqp.spark.source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
+from spark_amqp.spark.source.queues.partition_reader import QueueInputPartition
 from spark_amqp.spark.source.fair_split import fair_split
 from spark_amqp.spark.source.queues.buffer import QueueBuffer
 from spark_amqp.spark.source.queues.offsets import SourceOffset
@@ -270,7 +271,7 @@ def test_render_header_value():
 
 def _reader(broker, clock=time.monotonic, **opts):
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpQueueStreamReader(options, consumer_factory=broker.factory, clock=clock)
+    return AmqpQueueMicroBatchStream(options, consumer_factory=broker.factory, clock=clock)
 
 
 def _rows(reader, start, end):
@@ -528,15 +529,15 @@ def _snapshot_of_10_with_6_in_flight():
 
 def test_available_now_plans_a_partial_batch_after_the_fill_wait():
     """Trigger.AvailableNow does not hold a half-filled batch until the idle timeout: after
-    ``_AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
+    ``AVAILABLE_NOW_FILL_WAIT`` it plans what is buffered, and the rest follows in later batches."""
     import time
 
-    from spark_amqp.spark.source.queues import reader as src
+    from spark_amqp.spark.source.queues import offset_reader as src
 
     broker, r, late, s = _snapshot_of_10_with_6_in_flight()
     t0 = time.monotonic()
     e1 = r.latestOffset(s, ReadMaxRows(10))
-    assert time.monotonic() - t0 < src._AVAILABLE_NOW_FILL_WAIT + 1.0
+    assert time.monotonic() - t0 < src.AVAILABLE_NOW_FILL_WAIT + 1.0
     assert SourceOffset.from_dict(e1).as_map() == {"a": 4}
     broker.ready["a"] += late
     e2 = r.latestOffset(e1, ReadMaxRows(10))
@@ -674,7 +675,7 @@ def _byte_reader(broker, **opts):
         return c
 
     options = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    return AmqpQueueStreamReader(options, consumer_factory=factory), calls
+    return AmqpQueueMicroBatchStream(options, consumer_factory=factory), calls
 
 
 def test_byte_limit_options_defaults_and_default_read_limit():
@@ -683,9 +684,9 @@ def test_byte_limit_options_defaults_and_default_read_limit():
     o = parse_source_options({"queue": "q"})
     assert (o.max_bytes_per_trigger, o.max_bytes_per_partition, o.max_buffered_bytes) == (
         16 << 20, 4 << 20, 32 << 20)
-    r = AmqpQueueStreamReader(o)
+    r = AmqpQueueMicroBatchStream(o)
     assert r.getDefaultReadLimit() == ReadMaxBytes(16 << 20)
-    r2 = AmqpQueueStreamReader(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
+    r2 = AmqpQueueMicroBatchStream(parse_source_options({"queue": "q", "maxMessagesPerTrigger": "10"}))
     assert r2.getDefaultReadLimit() == ReadMaxRows(10)
     for opt in ("maxBytesPerTrigger", "maxBytesPerPartition", "maxBufferedBytes"):
         with pytest.raises(ValueError, match=opt):
@@ -829,7 +830,7 @@ def test_big_batch_partitions_are_served_by_reference_until_commit():
     assert again and again == rows[-len(again):]
     assert broker.acked["a"] == []                             # nothing acked before the commit
     r.commit(e)                                                # the batch is committed
-    assert r._server.held == 0
+    assert r.partitioner.server.held == 0
     with pytest.raises(PartitionFetchError, match=r"queue 'a'.*not held.*nothing in it is acked"):
         list(r.read(shipped[-1]))
     r.stop()
@@ -884,7 +885,7 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error():
     """Issue 27: after a loss, reconnects go on for failoverTimeout seconds; then the query
     fails with BrokerUnreachable carrying the last error (which lists every address); nothing
     of the lost session is acked, and a reader restarted from the checkpoint gets it back."""
-    from spark_amqp.spark.source.queues.reader import BrokerUnreachable
+    from spark_amqp.client.failover import BrokerUnreachable
 
     broker = FakeBroker(["a"])
     for i in range(3):
@@ -892,7 +893,7 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error():
     opts = parse_source_options({"queue": "a", "failoverTimeout": "10",
                                  "uri": "amqp://g:g@h1:1,h2:2/%2F"})
     clock = FakeClock(1000.0)
-    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
+    r = AmqpQueueMicroBatchStream(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())
     broker.consumers[0].kill()
@@ -909,7 +910,7 @@ def test_every_broker_down_longer_than_failover_timeout_fails_with_one_error():
     assert "failoverTimeout 10 s" in str(ei.value) and "h2:2: refused" in str(ei.value)
     assert broker.acked["a"] == [] and broker.consumers[0].acks == []
     broker.fail_open = None                                      # the cluster is back
-    r2 = AmqpQueueStreamReader(opts, consumer_factory=broker.factory)  # restarted query
+    r2 = AmqpQueueMicroBatchStream(opts, consumer_factory=broker.factory)  # restarted query
     e2 = r2.latestOffset(e1, ReadAllAvailable())
     assert [x["body"] for x in _rows(r2, e1, e2)] == [b"0", b"1", b"2"]
 
@@ -918,7 +919,7 @@ def test_a_reconnect_that_works_resets_the_bound():
     broker = FakeBroker(["a"])
     opts = parse_source_options({"queue": "a", "failoverTimeout": "5"})
     clock = FakeClock(0.0)
-    r = AmqpQueueStreamReader(opts, consumer_factory=broker.factory, clock=clock)
+    r = AmqpQueueMicroBatchStream(opts, consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     r.latestOffset(s, ReadAllAvailable())
     for t in (3.0, 6.0, 9.0, 12.0, 15.0):      # a loss every 3 s, each reconnect works
@@ -938,7 +939,7 @@ def test_with_several_addresses_a_loss_reconnects_in_the_same_trigger():
     broker, clock = FakeBroker(["a"]), FakeClock()
     for i in range(3):
         broker.publish("a", b"%d" % i)
-    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
+    r = AmqpQueueMicroBatchStream(parse_source_options({"queue": "a", "uri": "amqp://g:g@h1,h2/%2F"}),
                               consumer_factory=broker.factory, clock=clock)
     s = r.initialOffset()
     e1 = r.latestOffset(s, ReadAllAvailable())

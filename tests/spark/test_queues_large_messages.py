@@ -117,8 +117,9 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
     # planned into a committed batch.
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_amqp.spark.source.options import parse_source_options
-    from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader, MessageTooLarge
+    from spark_amqp.spark.source.queues.options import parse_source_options
+    from spark_amqp.spark.source.queues.errors import MessageTooLarge
+    from spark_amqp.spark.source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
     from spark_amqp.spark.source.queues.offsets import SourceOffset
 
     q = unique("toolarge")
@@ -127,7 +128,7 @@ def test_message_above_max_message_bytes_fails_clearly_nothing_acked(broker_url,
         ch.queue_declare(q, durable=True)
         for body in (b"a" * 10, b"b" * 300_000, b"c" * 10):
             ch.basic_publish(body, "", q)
-    r = AmqpQueueStreamReader(parse_source_options(
+    r = AmqpQueueMicroBatchStream(parse_source_options(
         {"queue": q, "uri": broker_url, "maxMessageBytes": "200000"}))
     start = r.initialOffset()
     committed = 0

@@ -1,4 +1,4 @@
-"""Model test of the stream reader: a Spark-like driver loop over AmqpQueueStreamReader with a raw-mode fake consumer (runs mixed with
+"""Model test of the stream reader: a Spark-like driver loop over AmqpQueueMicroBatchStream with a raw-mode fake consumer (runs mixed with
 single deliveries, several consumers sharing one channel's tags), random connection losses and
 process crashes. Invariants: an acked message is in a committed batch; nothing is lost; a
 message is read twice only as a redelivery."""
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
+from spark_amqp.spark.source.queues.options import parse_source_options
+from spark_amqp.spark.source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
 from spark_amqp.spark.source.queues.offsets import SourceOffset
 from source_fakes import FakeClock
 from source_rawfake import RawBroker
@@ -35,7 +35,7 @@ class Sim:
 
     def new_reader(self):
         o = parse_source_options(self.opts)
-        self.r = AmqpQueueStreamReader(o, consumer_factory=self.broker.factory, clock=self.clock)
+        self.r = AmqpQueueMicroBatchStream(o, consumer_factory=self.broker.factory, clock=self.clock)
         self.initial = self.r.initialOffset()
 
     def start_of(self, n):

@@ -9,14 +9,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 
 from spark_amqp.spark.option_values import OptionErrors, parse_duration
 from spark_amqp.spark.source.queues.offsets import SourceOffset
-from spark_amqp.spark.source.options import parse_source_options
+from spark_amqp.spark.source.queues.options import parse_source_options
 from spark_amqp.spark.source.pacing import TriggerPacer
-from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
-from spark_amqp.spark.source.stream_options import parse_stream_options
-from spark_amqp.spark.source.streams.reader import AmqpStreamOffsetReader
+from spark_amqp.spark.source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
+from spark_amqp.spark.source.streams.options import parse_stream_options
+from spark_amqp.spark.source.streams.micro_batch_stream import AmqpStreamMicroBatchStream
 
 from source_fakes import FakeBroker
-from test_stream_source_unit import FakeProbe
+from test_streams_unit import FakeProbe
 
 
 class Clock:
@@ -92,7 +92,7 @@ def test_queue_mode_minimum_fits_the_prefetch_windows():
 
 def _queue_reader(broker, clock, **opts):
     o = parse_source_options({"queues": ",".join(broker.ready), **opts})
-    r = AmqpQueueStreamReader(o, consumer_factory=broker.factory, clock=clock)
+    r = AmqpQueueMicroBatchStream(o, consumer_factory=broker.factory, clock=clock)
     return r
 
 
@@ -158,7 +158,7 @@ def test_queue_reader_available_now_never_waits_for_the_minimum():
 
 def test_queue_reader_honours_read_min_rows_from_spark():
     broker, c = FakeBroker(["a"]), Clock()
-    r = AmqpQueueStreamReader(parse_source_options({"queue": "a"}), consumer_factory=broker.factory,
+    r = AmqpQueueMicroBatchStream(parse_source_options({"queue": "a"}), consumer_factory=broker.factory,
                               clock=c)
     for i in range(3):
         broker.publish("a", b"a")
@@ -171,8 +171,8 @@ def test_queue_reader_honours_read_min_rows_from_spark():
 
 def _stream_reader(probe, clock, **opts):
     o = parse_stream_options({"stream": "a,b", "startingoffsets": "earliest", **opts})
-    r = AmqpStreamOffsetReader(o, probe_factory=lambda _: probe)
-    r._pacer._clock = clock
+    r = AmqpStreamMicroBatchStream(o, probe_factory=lambda _: probe)
+    r.offsets.pacer._clock = clock
     return r
 
 
@@ -183,11 +183,11 @@ def test_stream_reader_waits_for_the_minimum_then_the_delay():
     limit = r.getDefaultReadLimit()
     assert r.latestOffset(s, limit) == s      # 7 offsets ahead < 10
     probe.tail_of["b"] = 6
-    r._next_probe = 0
+    r.offsets._next_probe = 0
     e1 = r.latestOffset(s, limit)
     assert e1 == {"streams": {"a": 4, "b": 6}}
     probe.tail_of["a"] = 5
-    r._next_probe = 0
+    r.offsets._next_probe = 0
     c.t += 4.0
     assert r.latestOffset(e1, limit) == e1
     c.t += 1.0

@@ -11,9 +11,9 @@ import pytest
 from source_helpers import declare, delete, publish, wait_until
 from stream_helpers import declare_stream
 from spark_amqp import offsets_behind_latest
-from spark_amqp.spark.source.queues import reader as reader_mod
-from spark_amqp.spark.source.options import parse_source_options
-from spark_amqp.spark.source.queues.reader import AmqpQueueStreamReader
+from spark_amqp.spark.source.queues import lag as lag_mod
+from spark_amqp.spark.source.queues.options import parse_source_options
+from spark_amqp.spark.source.queues.micro_batch_stream import AmqpQueueMicroBatchStream
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from source_fakes import FakeBroker
@@ -43,7 +43,7 @@ def test_report_latest_offset_adds_the_depth_and_caches_it(monkeypatch):
     broker = FakeBroker(["a"])
     for i in range(30):
         broker.publish("a", b"x")
-    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
+    r = AmqpQueueMicroBatchStream(parse_source_options({"queue": "a", "prefetch": "10"}),
                               consumer_factory=broker.factory)
     assert r.reportLatestOffset() is None              # not connected: nothing to say
     calls = []
@@ -62,7 +62,7 @@ def test_report_latest_offset_adds_the_depth_and_caches_it(monkeypatch):
     for _ in range(100):                               # Spark's idle polling: cached
         r.reportLatestOffset()
     assert len(calls) == 1
-    monkeypatch.setattr(reader_mod, "LAG_REFRESH", 0.0)
+    monkeypatch.setattr(lag_mod, "LAG_REFRESH", 0.0)
     r.reportLatestOffset()
     assert len(calls) == 2
 
@@ -71,7 +71,7 @@ def test_a_failed_depth_ask_is_not_repeated_before_the_refresh(monkeypatch):
     """The depths cannot be asked (their connection fails): None, and not asked again on
     every one of Spark's calls (a connect attempt each time would hold up the triggers)."""
     broker = FakeBroker(["a"])
-    r = AmqpQueueStreamReader(parse_source_options({"queue": "a", "prefetch": "10"}),
+    r = AmqpQueueMicroBatchStream(parse_source_options({"queue": "a", "prefetch": "10"}),
                               consumer_factory=broker.factory)
     r.latestOffset(r.initialOffset(), ReadMaxRows(5))
     calls = []
@@ -84,7 +84,7 @@ def test_a_failed_depth_ask_is_not_repeated_before_the_refresh(monkeypatch):
     for _ in range(50):
         assert r.reportLatestOffset() is None
     assert len(calls) == 1
-    monkeypatch.setattr(reader_mod, "LAG_REFRESH", 0.0)
+    monkeypatch.setattr(lag_mod, "LAG_REFRESH", 0.0)
     assert r.reportLatestOffset() is None
     assert len(calls) == 2
 

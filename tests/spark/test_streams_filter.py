@@ -17,7 +17,7 @@ import pytest
 from source_helpers import delete, pika_conn, wait_until
 from stream_helpers import declare_stream
 from spark_amqp.spark.source.streams.consumer import read_range
-from spark_amqp.spark.source.stream_options import parse_stream_options
+from spark_amqp.spark.source.streams.options import parse_stream_options
 
 #: message i's filter value: ten values, and every 7th message without one
 VALUES = [f"v{i}" for i in range(10)]
@@ -201,7 +201,7 @@ def test_sink_column_sets_the_header():
 
 
 def test_filter_option_in_queue_mode_points_at_the_stream_mode():
-    from spark_amqp.spark.source.options import parse_source_options
+    from spark_amqp.spark.source.queues.options import parse_source_options
 
     with pytest.raises(ValueError, match="streamFilter is an option of the stream mode"):
         parse_source_options({"queue": "q", "streamfilter": "a"})
