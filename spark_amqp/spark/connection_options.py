@@ -21,12 +21,13 @@ one round), ``cacertfile``/``certfile``/``keyfile``, ``verify`` (``verify_peer``
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Type
 
-from .option_values import LENIENT_BOOLEANS, OptionErrors, parse_float
-from .options_table import Option
+from .option_values import LENIENT_BOOLEANS, OptionErrors, parse_duration
+from .options_table import Option, snake_case
 
 
 def redact_uri(uri: str) -> str:
@@ -49,9 +50,16 @@ _VERIFY_MODES = {"verify_peer": "verify_peer", "verify_none": "verify_none",
                  "true": "verify_peer", "false": "verify_none"}
 _TLS = "TLS for `amqps://` (rejected with an `amqp://` uri, where it would go unused)"
 
+
+def _held_in_conn(option: Option) -> Option:
+    """A connection option's entry: its value goes into :class:`ConnectionOptions` (the
+    client keyword of the entry's snake-case name), not into a mode's own field."""
+    return dataclasses.replace(option, field=None)
+
+
 #: the connection options' table entries, by name. ``section="cluster"``: documented in
 #: docs/rabbitmq-cluster.md (with their URI query parameters), not in the modes' tables.
-CONNECTION: dict[str, Option] = {o.name: o for o in (
+CONNECTION: dict[str, Option] = {o.name: o for o in (_held_in_conn(o) for o in (
     Option("uri", "custom", DEFAULT_URI,
            "`amqp://` or `amqps://` URI ([RabbitMQ URI spec](https://www.rabbitmq.com/docs/"
            "uri-spec); query parameters `heartbeat`, `frame_max`, `channel_max`, "
@@ -63,12 +71,14 @@ CONNECTION: dict[str, Option] = {o.name: o for o in (
            "connection (`false`: the order given)", section="cluster",
            spellings=LENIENT_BOOLEANS),
     Option("failoverTimeout", "custom", None, "seconds >= 0 to go on trying the addresses "
-           "before failing with one error listing every address", section="cluster"),
+           "before failing with one error listing every address (or a duration: `5m`)",
+           section="cluster"),
     Option("heartbeat", "int", None, "heartbeat seconds asked of the broker (`0` disables); "
            "a node that stalls with its socket open is found after two intervals",
            "the broker's (RabbitMQ: 60 s)", maximum=65535, note="seconds; 0 disables heartbeats"),
-    Option("connectionTimeout", "float", None, "seconds each connect (TCP, TLS, AMQP "
-           "handshake) may take before the next address is tried", "client default (10 s)"),
+    Option("connectionTimeout", "duration", None, "seconds each connect (TCP, TLS, AMQP "
+           "handshake) may take before the next address is tried (or a duration: `500ms`)",
+           "client default (10 s)", plain="seconds"),
     Option("cacertfile", "text", None, f"CA bundle (PEM) to check the broker's certificate (absent: the "
            f"system's CAs); {_TLS}"),
     Option("certfile", "text", None, f"client certificate (PEM); {_TLS}"),
@@ -78,7 +88,7 @@ CONNECTION: dict[str, Option] = {o.name: o for o in (
            choices=_VERIFY_MODES),
     Option("serverNameIndication", "text", None, f"TLS SNI and the host name to check; {_TLS}",
            "the URI's host"),
-)}
+))}
 #: lower-cased key -> documented spelling, for the options this module parses
 CONNECTION_OPTIONS = {o.key: o.name for o in CONNECTION.values()}
 #: the TLS options (lower-cased), which need an ``amqps://`` URI
@@ -159,12 +169,6 @@ def parse_uri_option(opts: Mapping[str, str], error: Type[ValueError] = ValueErr
     return uri
 
 
-#: connection option -> the client keyword it becomes, for the options parsed by their entry
-_KEYWORDS = {"cacertfile": "cacertfile", "certfile": "certfile", "keyfile": "keyfile",
-             "verify": "verify", "serverNameIndication": "server_name_indication",
-             "heartbeat": "heartbeat", "connectionTimeout": "connection_timeout"}
-
-
 def parse_connection_options(opts: Mapping[str, str], uri: str,
                              error: Type[ValueError] = ValueError) -> dict[str, Any]:
     """Keyword arguments for :func:`spark_amqp.client.connect` from the TLS, ``heartbeat``,
@@ -196,10 +200,12 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
         raise error(f"TLS option(s) {', '.join(CONNECTION_OPTIONS[k] for k in tls)} need an "
                     "amqps:// uri")
     kw: dict[str, Any] = {}
-    for name, keyword in _KEYWORDS.items():
-        value = CONNECTION[name].parse(opts, errors)
+    for option in CONNECTION.values():  # each entry parsed into the client keyword it names
+        if option.kind in ("custom", "bool"):
+            continue   # uri, addresses, failoverTimeout: below; shuffleAddresses: below
+        value = option.parse(opts, errors)
         if value is not None:
-            kw[keyword] = str(value) if CONNECTION[name].kind == "text" else value
+            kw[snake_case(option.name)] = str(value) if option.kind == "text" else value
     if "addresses" in opts:
         from ..client.uri import parse_addresses  # driver only, see redact_uri
 
@@ -212,7 +218,8 @@ def parse_connection_options(opts: Mapping[str, str], uri: str,
     if shuffle is not None:
         kw["shuffle_addresses"] = shuffle
     raw = opts.get("failovertimeout")
-    if raw is not None:  # parse_float takes > 0; 0 (one round) is allowed here
+    if raw is not None:  # a duration > 0, or 0 (one round)
         kw["failover_timeout"] = (0.0 if str(raw).strip() in ("0", "0.0")
-                                  else parse_float(opts, "failoverTimeout", errors))
+                                  else parse_duration(opts, "failoverTimeout", errors,
+                                                      plain="seconds"))
     return kw

@@ -124,24 +124,42 @@ DURATION_UNITS: Mapping[str, float] = {
 
 
 def parse_duration(opts: Mapping[str, Any], key: str, errors: OptionErrors, *,
-                   default: Optional[float] = None) -> Optional[float]:
-    """Option ``key`` as a duration in Spark's syntax (an integer and a unit of
-    :data:`DURATION_UNITS`: ``500ms``, ``30s``, ``15m``, ``1h``; a bare integer is
-    milliseconds, as Spark's ``timeStringAsMs`` reads the Kafka source's ``maxTriggerDelay``),
-    returned in seconds; ``default`` (seconds) when absent.
+                   default: Optional[float] = None, plain: Optional[str] = None,
+                   minimum: int = 1) -> Optional[float]:
+    """Option ``key`` as a duration, returned in **seconds** (the one duration type of every
+    timeout and delay option); ``default`` (seconds) when absent.
 
-    Raises ``errors.error`` for another syntax, an unknown unit, or a duration that is not > 0.
+    Every duration option takes Spark's syntax (``JavaUtils.timeStringAsMs``, as the Kafka
+    source's ``maxTriggerDelay``): an integer and a unit of :data:`DURATION_UNITS`
+    (``500ms``, ``30s``, ``15m``, ``1h``). A value without a unit is read by the option's
+    ``plain`` unit, as documented for it: ``None`` (Spark's: an integer of milliseconds),
+    ``"ms"`` (an integer of milliseconds >= ``minimum``, the ``...Ms`` options) or
+    ``"seconds"`` (a number of seconds > 0, fractions allowed).
+
+    Raises ``errors.error`` for another syntax, an unknown unit, or a duration that is not
+    > 0; a plain number gets the wording of :func:`parse_int` / :func:`parse_float`.
     """
     raw = opts.get(key.lower())
     if raw is None:
         return default
     text = str(raw).strip().lower()
     digits = len(text) - len(text.lstrip("0123456789"))
-    number, unit = text[:digits], text[digits:].strip() or "ms"
-    if not number or unit not in DURATION_UNITS or int(number) <= 0:
-        raise errors.invalid(key, raw, "a duration > 0: an integer with a unit of "
-                             + " | ".join(DURATION_UNITS) + " (e.g. 30s, 15m; no unit: ms)")
-    return int(number) * DURATION_UNITS[unit]
+    number, unit = text[:digits], text[digits:].strip()
+    if number and unit in DURATION_UNITS:
+        if int(number) <= 0:
+            raise errors.invalid(key, raw, _DURATION_ALLOWED)
+        return int(number) * DURATION_UNITS[unit]
+    if plain == "seconds":
+        return parse_float({key.lower(): raw}, key, errors)
+    if plain == "ms":
+        return parse_int({key.lower(): raw}, key, errors, minimum=minimum) / 1000.0
+    if not number or unit or int(number) <= 0:
+        raise errors.invalid(key, raw, _DURATION_ALLOWED)
+    return int(number) * DURATION_UNITS["ms"]
+
+
+_DURATION_ALLOWED = ("a duration > 0: an integer with a unit of " + " | ".join(DURATION_UNITS)
+                     + " (e.g. 30s, 15m; no unit: ms)")
 
 
 def parse_bool(opts: Mapping[str, Any], key: str, errors: OptionErrors, *, default: bool,

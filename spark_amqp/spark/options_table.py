@@ -19,18 +19,25 @@ each mode's parser, which reads the values from its table.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from .option_values import (BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_duration,
                             parse_float, parse_int, parse_names)
 
-__all__ = ["Option", "OptionTable", "KINDS", "unknown_options_error"]
+__all__ = ["Option", "OptionTable", "KINDS", "unknown_options_error", "snake_case"]
 
 #: what an entry's ``kind`` means: the :mod:`.option_values` parser :meth:`Option.parse` calls,
 #: or ``text`` (the string as given) and ``custom`` (parsed by the mode's own code: JSON
 #: objects, offsets, URIs, ...)
 KINDS = ("int", "float", "bool", "choice", "names", "duration", "text", "custom")
+
+
+def snake_case(name: str) -> str:
+    """``"maxBytesPerTrigger"`` -> ``"max_bytes_per_trigger"``: an option's field name."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,15 @@ class Option:
     in parentheses); ``unit`` (float: named in the error, values > 0); ``choices``/``shown``
     (choice: spellings or spelling -> value, and the spellings the error lists);
     ``spellings`` (bool: :data:`.option_values.BOOLEANS` or ``LENIENT_BOOLEANS``); ``noun``
-    (names: what each comma-separated name names).
+    (names: what each comma-separated name names); ``plain`` (duration: the unit of a value
+    without one, :func:`.option_values.parse_duration`: None for Spark's milliseconds,
+    ``"ms"``, ``"seconds"``; every duration is held in seconds).
+
+    ``field``: the attribute of the mode's options dataclass that holds the value (``""``:
+    the name in snake case, :attr:`attr`; None: held elsewhere, e.g. the connection options
+    in ``conn``). The table fills the dataclass's defaults
+    (:meth:`OptionTable.field_defaults`) and parses every entry that is not ``custom`` into
+    its field (:meth:`OptionTable.parse_fields`), so an option is declared once.
     """
 
     name: str
@@ -65,6 +80,8 @@ class Option:
     shown: Optional[Sequence[str]] = None
     spellings: Optional[Mapping[str, bool]] = None
     noun: str = ""
+    plain: Optional[str] = None
+    field: Optional[str] = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -74,6 +91,13 @@ class Option:
     def key(self) -> str:
         """The key Spark hands over: :attr:`name` lower-cased."""
         return self.name.lower()
+
+    @property
+    def attr(self) -> Optional[str]:
+        """The options dataclass's field of this option (see ``field``), or None."""
+        if self.field is None:
+            return None
+        return self.field or snake_case(self.name)
 
     def parse(self, opts: Mapping[str, Any], errors: OptionErrors, default: Any = None) -> Any:
         """This option's value in ``opts`` (lower-cased keys), or ``default`` when absent.
@@ -95,7 +119,8 @@ class Option:
         if k == "names":
             return parse_names(opts, self.name, errors, noun=self.noun, default=default)
         if k == "duration":
-            return parse_duration(opts, self.name, errors, default=default)
+            return parse_duration(opts, self.name, errors, default=default, plain=self.plain,
+                                  minimum=max(self.minimum, 1))
         if k == "text":
             raw = opts.get(self.key)
             return default if raw is None else raw
@@ -112,6 +137,13 @@ class Option:
         if isinstance(self.default, float) and self.default.is_integer():
             return f"`{int(self.default)}`"
         return f"`{self.default}`"
+
+    def field_default(self) -> Any:
+        """The dataclass default of :attr:`attr`: :attr:`default`, in seconds for a duration
+        whose plain unit is milliseconds (the table gives it as the user writes it)."""
+        if self.kind == "duration" and self.plain == "ms" and self.default is not None:
+            return self.default / 1000.0
+        return self.default
 
 
 class OptionTable:
@@ -142,15 +174,54 @@ class OptionTable:
         return isinstance(name, str) and name.lower() in self._by_key
 
     def default(self, name: str) -> Any:
-        """The default of option ``name`` (for the options' dataclass fields)."""
+        """The default of option ``name`` (as the user writes it)."""
         return self[name].default
 
+    @property
+    def fields(self) -> dict[str, Option]:
+        """The options dataclass's field -> its entry, for every entry that has a field (the
+        first entry of a field shared by two spellings, e.g. ``queue``/``queues``)."""
+        out: dict[str, Option] = {}
+        for o in self.options:
+            if o.attr is not None:
+                out.setdefault(o.attr, o)
+        return out
+
+    def field_defaults(self, cls: type) -> type:
+        """Class decorator (under ``@dataclass``): give every annotated field of ``cls`` that
+        an entry names its default from the table (:meth:`Option.field_default`; a field the
+        class body sets keeps its own). Raises ``TypeError`` when an entry names a field that
+        ``cls`` does not declare: the table and the dataclass cannot drift apart."""
+        names: set[str] = set()
+        for base in reversed(cls.__mro__):
+            names.update(getattr(base, "__annotations__", {}))
+        missing = sorted(a for a in self.fields if a not in names)
+        if missing:
+            raise TypeError(f"{cls.__name__} does not declare the field(s) {missing} that its "
+                            "option table names")
+        own = cls.__dict__.get("__annotations__", {})
+        for attr, o in self.fields.items():
+            if attr in own and attr not in cls.__dict__:
+                value = o.field_default()
+                if isinstance(value, (dict, list, set)):
+                    value = dataclasses.field(default_factory=lambda v=value: type(v)(v))
+                setattr(cls, attr, value)
+        return cls
+
+    def parse_fields(self, opts: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[str, Any]:
+        """``{field: value}`` of every entry that has a field and is not ``custom``, parsed by
+        the entry (its table default when absent), but the fields in ``skip`` (those the mode's
+        parser derives from several options). The mode's parser passes it to its dataclass
+        with what it parsed itself."""
+        skip = set(skip)
+        return {a: o.parse(opts, self.errors, o.field_default())
+                for a, o in self.fields.items() if o.kind != "custom" and a not in skip}
     def parse(self, opts: Mapping[str, Any], name: str, **kw: Any) -> Any:
         """Option ``name`` of ``opts`` (lower-cased keys), parsed by its entry; its table
-        default when absent unless ``default=`` is given (a default derived from other
-        options)."""
+        default (:meth:`Option.field_default`) when absent unless ``default=`` is given (a
+        default derived from other options)."""
         option = self[name]
-        return option.parse(opts, self.errors, kw.get("default", option.default))
+        return option.parse(opts, self.errors, kw.get("default", option.field_default()))
 
     def lower_checked(self, opts: Mapping[Any, Any], accepted: Iterable[str] = ()) -> dict:
         """``opts`` with lower-cased keys, after checking that every key is an option of this

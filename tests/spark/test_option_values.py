@@ -261,3 +261,29 @@ def test_names_accept_exactly_distinct_non_empty_shortstrs(names):
     else:
         with pytest.raises(MyError, match="option 'queues'"):
             parse_names({"queues": raw}, "queues", SOURCE, noun="queue")
+
+
+def test_one_duration_type_in_seconds_whatever_a_plain_number_means():
+    """Every timeout and delay option is a duration held in seconds: Spark's syntax (an integer
+    and a unit) everywhere, and a value without a unit in the option's documented plain unit
+    (Spark's milliseconds, the ...Ms options' milliseconds, or seconds)."""
+    from spark_amqp.spark.option_values import parse_duration
+
+    def d(raw, plain):
+        return parse_duration({"t": raw}, "t", SOURCE, plain=plain)
+
+    for plain in (None, "ms", "seconds"):
+        assert d("30s", plain) == 30.0 and d("500ms", plain) == 0.5 and d("2m", plain) == 120.0
+        assert parse_duration({}, "t", SOURCE, default=7.0, plain=plain) == 7.0
+        for bad in ("0s", "3 weeks", "-1s", "1.5s"):
+            with pytest.raises(MyError, match="option 't'"):
+                d(bad, plain)
+    assert d("1500", None) == 1.5                       # Spark's: milliseconds
+    assert d("1500", "ms") == 1.5                       # confirmTimeoutMs=1500
+    assert d("1.5", "seconds") == 1.5 and d("1e-3", "seconds") == 0.001
+    with pytest.raises(MyError, match="an integer >= 1"):
+        d("1.5", "ms")                                  # the ...Ms options: integers
+    with pytest.raises(MyError, match=r"a number of seconds > 0"):
+        d("soon", "seconds")
+    with pytest.raises(MyError, match=r"us \| ms \| s"):
+        d("soon", None)

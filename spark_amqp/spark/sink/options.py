@@ -84,11 +84,13 @@ _SINK_ENTRIES = (
            "task naming its size and the limit, before the broker would close the channel "
            "(406)", "the broker's `max_message_size` (RabbitMQ 3.x: 128 MiB; else 16 MiB, the "
            "4.x default)", minimum=1),
-    Option("confirmTimeoutMs", "int", 60000, "longest wait (ms) for window room and for the "
-           "task's final confirms", minimum=1),
-    Option("blockedTimeoutMs", "int", 30000, "longest time (ms) the broker may keep the task's "
-           "connection blocked (`connection.blocked`: memory or disk alarm) before the task "
-           "fails naming the reason (Spark retries it)", minimum=1),
+    Option("confirmTimeoutMs", "duration", 60000, "longest wait (ms) for window room and for "
+           "the task's final confirms (or a duration: `2m`)", minimum=1, plain="ms",
+           field="confirm_timeout"),
+    Option("blockedTimeoutMs", "duration", 30000, "longest time (ms) the broker may keep the "
+           "task's connection blocked (`connection.blocked`: memory or disk alarm) before the "
+           "task fails naming the reason (Spark retries it; or a duration: `1m`)", minimum=1,
+           plain="ms", field="blocked_timeout"),
     Option("declareExchange", "bool", False, "`exchange.declare` the `exchange` option's "
            "exchange", spellings=_LENIENT),
     Option("exchangeType", "custom", "direct", "with `declareExchange=true`: `direct` | "
@@ -119,7 +121,6 @@ def _unknown(keys: list[str], table: OptionTable) -> SinkOptionError:
 SINK_TABLE = OptionTable(_SINK_ENTRIES, _ERRORS, _unknown)
 # documented spelling, keyed by the lower-cased key Spark hands us
 SINK_OPTIONS = SINK_TABLE.known
-_D = SINK_TABLE.default
 
 # keys Spark or the source side may put in the same dict; accepted and ignored by the sink
 SPARK_INTERNAL_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
@@ -136,8 +137,10 @@ SOURCE_ONLY_OPTIONS = _source_only_options()
 
 
 @dataclass(frozen=True)
+@SINK_TABLE.field_defaults
 class SinkOptions(ConnectionFields):
-    """Validated sink options (see :data:`SINK_TABLE` for meanings and defaults).
+    """Validated sink options (see :data:`SINK_TABLE`: each entry names its field here and
+    gives its default).
 
     ``exchange`` / ``routing_key`` / ``delivery_mode`` are ``None`` when not given as options
     (then the column or the default applies). Times are in seconds here. ``uri``,
@@ -146,20 +149,20 @@ class SinkOptions(ConnectionFields):
 
     #: uri and client keywords (:func:`..connection_options.parse_connection`)
     conn: ConnectionOptions = ConnectionOptions()
-    exchange: Optional[str] = _D("exchange")
-    routing_key: Optional[str] = _D("routingKey")
-    mandatory: bool = _D("mandatory")
-    on_return: str = _D("onReturn")
-    delivery_mode: Optional[int] = _D("deliveryMode")
-    max_in_flight: int = _D("maxInFlight")
-    max_message_bytes: Optional[int] = _D("maxMessageBytes")  # None: the broker's
-    confirm_timeout: float = _D("confirmTimeoutMs") / 1000.0
-    blocked_timeout: float = _D("blockedTimeoutMs") / 1000.0
-    declare_exchange: bool = _D("declareExchange")
-    exchange_type: str = _D("exchangeType")
-    exchange_durable: bool = _D("exchangeDurable")
-    message_id: str = _D("messageId")
-    super_stream: Optional[str] = _D("superStream")
+    exchange: Optional[str]
+    routing_key: Optional[str]
+    mandatory: bool
+    on_return: str
+    delivery_mode: Optional[int]
+    max_in_flight: int
+    max_message_bytes: Optional[int]  # None: the broker's
+    confirm_timeout: float
+    blocked_timeout: float
+    declare_exchange: bool
+    exchange_type: str
+    exchange_durable: bool
+    message_id: str
+    super_stream: Optional[str]
 
     @property
     def connect_kwargs(self) -> tuple:
@@ -191,22 +194,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         log.warning("amqp sink: source-only option(s) %s have no effect on a write",
                     ", ".join(ignored))
     conn = parse_connection(opts, SinkOptionError)
-    values = {attr: t.parse(opts, name) for attr, name in (
-        ("on_return", "onReturn"), ("mandatory", "mandatory"), ("delivery_mode", "deliveryMode"),
-        ("max_in_flight", "maxInFlight"), ("max_message_bytes", "maxMessageBytes"),
-        ("confirm_timeout", "confirmTimeoutMs"), ("blocked_timeout", "blockedTimeoutMs"),
-        ("declare_exchange", "declareExchange"))}
-    values["confirm_timeout"] /= 1000.0
-    values["blocked_timeout"] /= 1000.0
+    values = t.parse_fields(opts)
     declare = values["declare_exchange"]
-    ex_type = opts.get("exchangetype", _D("exchangeType")).strip().lower() or _D("exchangeType")
+    default_type = t.default("exchangeType")
+    ex_type = opts.get("exchangetype", default_type).strip().lower() or default_type
     if ex_type not in _BUILTIN_EXCHANGE_TYPES and not ex_type.startswith("x-"):
         raise _ERRORS.invalid("exchangeType", opts["exchangetype"],
                               "direct | fanout | topic | headers | x-<plugin type>")
-    values["exchange_durable"] = t.parse(opts, "exchangeDurable")
-    values["message_id"] = t.parse(opts, "messageId")
-    exchange = t.parse(opts, "exchange")
-    routing_key = t.parse(opts, "routingKey")
+    exchange, routing_key = values["exchange"], values["routing_key"]
     for name, val in (("exchange", exchange), ("routingKey", routing_key)):
         if val is not None and len(val.encode("utf-8")) > 255:
             raise SinkOptionError(f"option {name} is {len(val.encode('utf-8'))} UTF-8 bytes; "
@@ -228,5 +223,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                                   "through the default exchange: remove the option exchange "
                                   "(and declareExchange)")
 
-    return SinkOptions(conn=conn, exchange=exchange, routing_key=routing_key,
-                       exchange_type=ex_type, super_stream=super_stream, **values)
+    return SinkOptions(conn=conn, **{**values, "exchange_type": ex_type,
+                                     "super_stream": super_stream})

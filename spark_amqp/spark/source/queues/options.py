@@ -89,7 +89,7 @@ _SUB = "subscription"
 _QUEUE_ENTRIES = (
     CONNECTION["uri"],
     Option("queue", "names", None, "one queue (exclusive with `queues`)",
-           "`queue` or `queues` required", noun="queue"),
+           "`queue` or `queues` required", noun="queue", field="queues"),
     Option("queues", "names", None, "comma-separated queues; each queue is consumed on its "
            "own channel", "`queue` or `queues` required", noun="queue"),
     Option("maxMessagesPerTrigger", "int", None, "cap of rows per micro-batch (`ReadMaxRows`), "
@@ -143,9 +143,9 @@ _QUEUE_ENTRIES = (
     CONNECTION["serverNameIndication"],
     Option("failOnDataLoss", "bool", True, "fail the query when a queue disappears (404 on "
            "reconnect) instead of retrying"),
-    Option("availableNowIdleTimeout", "float", 5.0, "`Trigger.AvailableNow`: seconds to wait "
+    Option("availableNowIdleTimeout", "duration", 5.0, "`Trigger.AvailableNow`: seconds to wait "
            "for the messages counted at the start, or for a reconnect after a connection loss, "
-           "before finishing"),
+           "before finishing (or a duration: `500ms`)", plain="seconds"),
     *PACING_OPTIONS,
     Option("exchange", "custom", None, "the exchange to subscribe to: at every (re)connect the "
            "source declares `queue` (durable) and binds it once per binding key (both "
@@ -187,44 +187,45 @@ QUEUE_OPTIONS = OptionTable(_QUEUE_ENTRIES, _ERRORS,
 #: understands and the source ignores are not accepted here: the source fails on any option
 #: not in KNOWN_OPTIONS, so typos surface at load()/start().
 KNOWN_OPTIONS = QUEUE_OPTIONS.known
-_D = QUEUE_OPTIONS.default
 
 
 @dataclass(frozen=True)
+@QUEUE_OPTIONS.field_defaults
 class SourceOptions(ConnectionFields):
-    """Validated source options (see :data:`QUEUE_OPTIONS`). Picklable, immutable.
+    """Validated source options (see :data:`QUEUE_OPTIONS`: each entry names its field here
+    and gives its default). Picklable, immutable.
 
     ``prefetch`` is the per-queue prefetch (0 = unlimited); ``consumers_per_queue`` and
     ``prefetch_per_consumer`` say how it is realised with per-consumer ``basic.qos`` (a short).
-    ``uri``, ``connection`` and :meth:`client_kwargs` read :attr:`conn`.
+    Durations are seconds. ``uri``, ``connection`` and :meth:`client_kwargs` read :attr:`conn`.
     """
 
     #: uri and client keywords (:func:`.connection_options.parse_connection`)
     conn: ConnectionOptions = ConnectionOptions()
     queues: tuple[str, ...] = ()
     prefetch: int = DEFAULT_PREFETCH
-    max_messages_per_trigger: int | None = _D("maxMessagesPerTrigger")
-    #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
-    min_messages_per_trigger: int | None = _D("minMessagesPerTrigger")
-    max_trigger_delay: float = _D("maxTriggerDelay")
-    max_messages_per_partition: int = _D("maxMessagesPerPartition")
-    max_bytes_per_trigger: int = _D("maxBytesPerTrigger")
-    max_bytes_per_partition: int = _D("maxBytesPerPartition")
-    max_buffered_bytes: int = _D("maxBufferedBytes")
-    max_inline_bytes_per_trigger: int = _D("maxInlineBytesPerTrigger")
-    max_message_bytes: int | None = _D("maxMessageBytes")
-    include_headers: bool = _D("includeHeaders")
-    declare: bool = _D("declare")
-    durable: bool = _D("durable")
+    max_messages_per_trigger: int | None
+    #: pacing (:mod:`..pacing`): None = no minimum; the delay in seconds
+    min_messages_per_trigger: int | None
+    max_trigger_delay: float
+    max_messages_per_partition: int
+    max_bytes_per_trigger: int
+    max_bytes_per_partition: int
+    max_buffered_bytes: int
+    max_inline_bytes_per_trigger: int
+    max_message_bytes: int | None
+    include_headers: bool
+    declare: bool
+    durable: bool
     queue_arguments: dict = field(default_factory=dict)
-    fail_on_data_loss: bool = _D("failOnDataLoss")
-    available_now_idle_timeout: float = _D("availableNowIdleTimeout")
+    fail_on_data_loss: bool
+    available_now_idle_timeout: float
     #: exchange subscription: None, or the exchange the source's one queue is bound to
     exchange: str | None = None
-    exchange_declare: bool = _D("exchangeDeclare")
-    exchange_type: str = _D("exchangeType")
-    exchange_durable: bool = _D("exchangeDurable")
-    binding_keys: tuple[str, ...] = _D("bindingKeys")
+    exchange_declare: bool
+    exchange_type: str
+    exchange_durable: bool
+    binding_keys: tuple[str, ...]
     binding_arguments: dict = field(default_factory=dict)
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``)
@@ -265,16 +266,6 @@ def default_prefetch(share: int | None, min_share: int | None = None) -> int:
     return MAX_PREFETCH_PER_CONSUMER
 
 
-#: the options parsed by their entry alone, by SourceOptions field
-_PLAIN = {"max_bytes_per_trigger": "maxBytesPerTrigger",
-          "max_bytes_per_partition": "maxBytesPerPartition",
-          "max_buffered_bytes": "maxBufferedBytes",
-          "max_inline_bytes_per_trigger": "maxInlineBytesPerTrigger",
-          "max_message_bytes": "maxMessageBytes", "include_headers": "includeHeaders",
-          "durable": "durable", "fail_on_data_loss": "failOnDataLoss",
-          "available_now_idle_timeout": "availableNowIdleTimeout"}
-
-
 def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option dict for the source and return :class:`SourceOptions`.
 
@@ -296,7 +287,6 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
                          "(comma-separated queue names).")
 
     max_trigger = t.parse(o, "maxMessagesPerTrigger")
-    max_part = t.parse(o, "maxMessagesPerPartition")
     share = None if max_trigger is None else -(-max_trigger // len(queues))
     min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
     min_share = None if min_trigger is None else -(-min_trigger // len(queues))
@@ -311,21 +301,11 @@ def parse_source_options(opts: Mapping[str, str]) -> SourceOptions:
 
     queue_arguments = _json_object(o, "queueArguments", '{"x-queue-type": "quorum"}')
     sub = _parse_subscription(o, queues, queue_arguments)
-    plain = {attr: t.parse(o, name) for attr, name in _PLAIN.items()}
-
-    return SourceOptions(
-        conn=conn,
-        queues=queues,
-        prefetch=prefetch,
-        max_messages_per_trigger=max_trigger,
-        min_messages_per_trigger=min_trigger,
-        max_trigger_delay=max_delay,
-        max_messages_per_partition=max_part,
-        declare=t.parse(o, "declare") or "exchange" in sub,
-        queue_arguments=sub.pop("queue_arguments", queue_arguments),
-        **sub,
-        **plain,
-    )
+    declare = t.parse(o, "declare") or "exchange" in sub
+    derived = {"queues": queues, "prefetch": prefetch, "min_messages_per_trigger": min_trigger,
+               "max_trigger_delay": max_delay, "declare": declare,
+               "queue_arguments": sub.pop("queue_arguments", queue_arguments), **sub}
+    return SourceOptions(conn=conn, **t.parse_fields(o, skip=derived), **derived)
 
 
 def _json_object(o: Mapping[str, str], key: str, example: str) -> dict:

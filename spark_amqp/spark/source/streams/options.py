@@ -42,7 +42,7 @@ _TS, _FILTER = "timestamps", "filter"
 #: options are the queue mode's entries, documented once).
 _STREAM_ENTRIES = (
     Option("stream", "names", None, "one stream or comma-separated streams",
-           "this or `superStream`", noun="stream"),
+           "this or `superStream`", noun="stream", field="streams"),
     Option("superStream", "custom", None, "a super stream's name: its partitions `NAME-0, "
            "NAME-1, ...` (found with passive declares) become the streams. Partitions named by "
            "explicit binding keys cannot be listed over AMQP 0-9-1: give them in `stream`",
@@ -50,15 +50,16 @@ _STREAM_ENTRIES = (
     Option("startingOffsets", "custom", None, '`earliest` | `latest` | JSON `{"stream": '
            "offset}` (-2 earliest, -1 latest; every stream named). A new query only: a "
            "restarted query resumes from its checkpoint. `latest` is refused for batch reads",
-           "streaming `latest`, batch `earliest`"),
+           "streaming `latest`, batch `earliest`", field="starting"),
     Option("startingTimestamp", "int", None, "ms since the epoch: start at the first chunk "
            "RabbitMQ picks for that time (AMQP timestamps are whole seconds, and RabbitMQ "
            "positions by chunk, so a few earlier messages of the same chunk may come too); "
            "exclusive with `startingOffsets`. Tested through Spark: two chunks published more "
            "than a second apart, `startingTimestamp` between them: a streaming query and a "
-           "batch read return the later chunk only", note="milliseconds since the epoch"),
+           "batch read return the later chunk only", note="milliseconds since the epoch",
+           field="starting_timestamp_ms"),
     Option("endingOffsets", "custom", None, "batch reads only: `latest` | JSON "
-           "(`earliest`/-2 refused); never past the tail", "`latest`"),
+           "(`earliest`/-2 refused); never past the tail", "`latest`", field="ending"),
     Option("failOnDataLoss", "bool", True, "offsets the query still needs were removed by "
            "retention: fail, naming the stream, the wanted and the first retained offset; "
            "`false`: skip them with a warning and a count in the executor log. Gaps in offsets "
@@ -77,8 +78,9 @@ _STREAM_ENTRIES = (
            minimum=1, maximum=65535, note="basic.qos prefetch-count"),
     Option("includeHeaders", "bool", True, "fill the `headers` column (it includes "
            "`x-stream-offset`)"),
-    Option("readTimeout", "float", DEFAULT_READ_TIMEOUT, "seconds an executor waits for the "
-           "next delivery of its range before failing the task", "60"),
+    Option("readTimeout", "duration", DEFAULT_READ_TIMEOUT, "seconds an executor waits for the "
+           "next delivery of its range before failing the task (or a duration: `2m`)", "60",
+           plain="seconds"),
     CONNECTION["uri"], CONNECTION["heartbeat"], CONNECTION["connectionTimeout"],
     CONNECTION["cacertfile"], CONNECTION["certfile"], CONNECTION["keyfile"],
     CONNECTION["verify"], CONNECTION["serverNameIndication"],
@@ -86,18 +88,19 @@ _STREAM_ENTRIES = (
            "stream of the source (a super stream's partitions `NAME-0`, ...): each stream "
            "starts at its first chunk at or after its time. Exclusive with `startingOffsets` "
            "and `startingTimestamp`; a new query only (a restarted one resumes from its "
-           "checkpoint)", section=_TS),
+           "checkpoint)", section=_TS, field="starting_by_timestamp"),
     Option("startingOffsetsByTimestampStrategy", "choice", None, "a stream has no chunk at or "
            "after its time (its last message is older, or it is empty): `error` fails the "
            "query naming the stream, `latest` starts it at its tail. With `startingTimestamp` "
            "only when given: without it `startingTimestamp` starts at the tail, as it did "
-           "before this option existed", "`error`", section=_TS, choices=("error", "latest")),
+           "before this option existed", "`error`", section=_TS, choices=("error", "latest"),
+           field="starting_timestamp_strategy"),
     Option("endingTimestamp", "int", None, "batch reads only: every stream ends before its "
            "first chunk at or after this time (exclusive); no such chunk: the stream's tail",
-           section=_TS, note="milliseconds since the epoch"),
+           section=_TS, note="milliseconds since the epoch", field="ending_timestamp_ms"),
     Option("endingOffsetsByTimestamp", "custom", None, 'batch reads only: JSON `{"stream": '
            "ms}` naming every stream, as `endingTimestamp` per stream. Exclusive with "
-           "`endingOffsets` and `endingTimestamp`", section=_TS),
+           "`endingOffsets` and `endingTimestamp`", section=_TS, field="ending_by_timestamp"),
     Option("streamFilter", "custom", None, "only the rows whose `x-stream-filter-value` header "
            "is one of these values: comma-separated (`emea,apac`, each stripped) or a JSON list "
            'of strings (`["a,b", "c"]`, for values with commas). Each value non-empty and given '
@@ -124,7 +127,6 @@ STREAM_TABLE = OptionTable(_STREAM_ENTRIES, _ERRORS, unknown_options_error(
     "the amqp source in stream mode", _queue_hint))
 #: every option of the stream mode (lower-cased) -> its spelling in the docs
 STREAM_OPTIONS = STREAM_TABLE.known
-_D = STREAM_TABLE.default
 
 
 def is_stream_mode(opts: Mapping[str, str]) -> bool:
@@ -227,42 +229,44 @@ def check_spec_streams(key: str, spec: dict, streams,
 
 
 @dataclass(frozen=True)
+@STREAM_TABLE.field_defaults
 class StreamOptions(ConnectionFields):
-    """Validated stream-mode options (see :data:`STREAM_TABLE`). Picklable, immutable.
+    """Validated stream-mode options (see :data:`STREAM_TABLE`: each entry names its field here
+    and gives its default). Picklable, immutable.
 
     ``streams``: the stream names (empty with ``super_stream``, whose partitions the driver
     finds on the broker). ``starting``/``ending``: None, ``"earliest"``, ``"latest"`` or
-    ``{stream: int}``. ``starting_timestamp_ms``: int or None. ``uri``, ``connection`` and
-    :meth:`client_kwargs` read :attr:`conn`.
+    ``{stream: int}``. ``starting_timestamp_ms``: int or None. Durations are seconds. ``uri``,
+    ``connection`` and :meth:`client_kwargs` read :attr:`conn`.
     """
 
     #: uri and client keywords (:func:`.connection_options.parse_connection`)
     conn: ConnectionOptions = ConnectionOptions()
     streams: tuple[str, ...] = ()
-    super_stream: str | None = None
-    starting: Any = None
-    starting_timestamp_ms: int | None = None
-    ending: Any = None
+    super_stream: str | None
+    starting: Any
+    starting_timestamp_ms: int | None
+    ending: Any
     #: {stream: ms} or None (startingOffsetsByTimestamp / endingOffsetsByTimestamp)
-    starting_by_timestamp: dict | None = None
+    starting_by_timestamp: dict | None
     #: "error" | "latest": no chunk at or after a starting time; None: not given
     #: (startingTimestamp then starts at the tail, startingOffsetsByTimestamp fails)
-    starting_timestamp_strategy: str | None = None
-    ending_timestamp_ms: int | None = None
-    ending_by_timestamp: dict | None = None
-    fail_on_data_loss: bool = _D("failOnDataLoss")
-    max_messages_per_trigger: int | None = _D("maxMessagesPerTrigger")
-    #: pacing (:mod:`.pacing`): None = no minimum; the delay in seconds
-    min_messages_per_trigger: int | None = _D("minMessagesPerTrigger")
-    max_trigger_delay: float = _D("maxTriggerDelay")
-    min_partitions: int | None = _D("minPartitions")
-    max_messages_per_partition: int = _D("maxMessagesPerPartition")
-    prefetch: int = _D("prefetch")
-    include_headers: bool = _D("includeHeaders")
-    read_timeout: float = _D("readTimeout")
+    starting_timestamp_strategy: str | None
+    ending_timestamp_ms: int | None
+    ending_by_timestamp: dict | None
+    fail_on_data_loss: bool
+    max_messages_per_trigger: int | None
+    #: pacing (:mod:`..pacing`): None = no minimum; the delay in seconds
+    min_messages_per_trigger: int | None
+    max_trigger_delay: float
+    min_partitions: int | None
+    max_messages_per_partition: int
+    prefetch: int
+    include_headers: bool
+    read_timeout: float
     #: streamFilter values (None: no filter) and streamMatchUnfiltered
-    stream_filter: tuple[str, ...] | None = None
-    stream_match_unfiltered: bool = _D("streamMatchUnfiltered")
+    stream_filter: tuple[str, ...] | None
+    stream_match_unfiltered: bool
     #: not an option: the ``(name, nullable)`` columns a user schema selects, None = all
     #: (:func:`.schema.check_user_schema`; set by ``AmqpDataSource.streamReader``/``reader``)
     columns: tuple | None = None
@@ -325,25 +329,15 @@ def parse_stream_options(opts: Mapping[str, str]) -> StreamOptions:
                                       o.get("endingoffsetsbytimestamp"), known)
     _at_most_one(("endingOffsets", ending), ("endingTimestamp", end_ts),
                  ("endingOffsetsByTimestamp", end_by_ts))
-    prefetch = t.parse(o, "prefetch")
-    read_timeout = t.parse(o, "readTimeout")
     max_trigger = t.parse(o, "maxMessagesPerTrigger")
     min_trigger, max_delay = parse_pacing(o, _ERRORS, max_trigger)
     stream_filter = parse_stream_filter(o.get("streamfilter"))
-    match_unfiltered = t.parse(o, "streamMatchUnfiltered")
     if "streammatchunfiltered" in o and stream_filter is None:
         raise ValueError("Option 'streamMatchUnfiltered' of the amqp source only applies with "
                          "'streamFilter' (without a filter every row is read).")
-    return StreamOptions(
-        conn=conn, streams=streams, super_stream=super_stream, starting=starting,
-        starting_timestamp_ms=ts, ending=ending, starting_by_timestamp=by_ts,
-        starting_timestamp_strategy=strategy, ending_timestamp_ms=end_ts,
-        ending_by_timestamp=end_by_ts,
-        fail_on_data_loss=t.parse(o, "failOnDataLoss"),
-        max_messages_per_trigger=max_trigger, min_messages_per_trigger=min_trigger,
-        max_trigger_delay=max_delay,
-        min_partitions=t.parse(o, "minPartitions"),
-        max_messages_per_partition=t.parse(o, "maxMessagesPerPartition"),
-        prefetch=prefetch, include_headers=t.parse(o, "includeHeaders"),
-        read_timeout=read_timeout, stream_filter=stream_filter,
-        stream_match_unfiltered=match_unfiltered)
+    derived = {"streams": streams, "super_stream": super_stream, "starting": starting,
+               "starting_timestamp_ms": ts, "ending": ending, "starting_by_timestamp": by_ts,
+               "starting_timestamp_strategy": strategy, "ending_timestamp_ms": end_ts,
+               "ending_by_timestamp": end_by_ts, "min_messages_per_trigger": min_trigger,
+               "max_trigger_delay": max_delay, "stream_filter": stream_filter}
+    return StreamOptions(conn=conn, **t.parse_fields(o, skip=derived), **derived)
