@@ -3,10 +3,13 @@
 The :class:`Channel` is its state (this module) plus one part per AMQP class, each in its
 own module: :mod:`.channel_basic` (publish, consume, get, acks, qos),
 :mod:`.channel_delivery` (basic.deliver, the hot path), :mod:`.channel_confirm_tx` (confirm,
-tx), :mod:`.channel_exchange`, :mod:`.channel_queue`. The connection dispatches a method to
-the handler :data:`HANDLERS` names for its generated method class (``spec.Basic.Ack`` ...;
-:mod:`spark_amqp.protocol.methods`), and errors carry the class / method ids of the method
-that failed.
+tx), :mod:`.channel_exchange`, :mod:`.channel_queue`; and the channel owns its parts' state
+objects: its publisher confirms (:class:`.confirms.PublisherConfirms`), its unacked deliveries
+(:class:`.unacked.Unacked`), and per consumer the typed delivery frames
+(:mod:`.deliver_frames`). The connection dispatches a method to the handler :data:`HANDLERS`
+names for its generated method class (``spec.Basic.Ack`` ...; :mod:`spark_amqp.protocol.
+methods`); the handlers raise their own errors without method ids and the dispatcher fills in
+those of the method that failed.
 
 Semantics (RabbitMQ 3.10, checked on the real broker where the spec is loose):
 
@@ -30,7 +33,6 @@ Semantics (RabbitMQ 3.10, checked on the real broker where the spec is loose):
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable
 
 from ..protocol import spec
@@ -40,6 +42,7 @@ from .channel_confirm_tx import ConfirmTxMethods
 from .channel_delivery import DeliveryMethods, shortstr
 from .channel_exchange import ExchangeMethods
 from .channel_queue import QueueMethods
+from .confirms import PublisherConfirms
 from .names import REPLY_TO, new_name
 from .queue import Consumer, Queue
 from .unacked import Unacked
@@ -67,10 +70,8 @@ class Channel(BasicMethods, DeliveryMethods, ConfirmTxMethods, ExchangeMethods, 
         self.former_consumers: list[Consumer] = []
         self.prefetch_consumer = 0
         self.prefetch_global = 0
-        self.confirm = False
-        self.confirm_seq = 0
-        self.confirm_acked = 0
-        self.confirm_pending: deque = deque()  # [seq, ticket, nack] for non-trivial confirms
+        #: publisher confirms (:mod:`.confirms`): the one owner of their state
+        self.confirms = PublisherConfirms(self)
         self.tx = False
         self.tx_publishes: list = []
         self.tx_acks: list = []
@@ -105,7 +106,7 @@ class Channel(BasicMethods, DeliveryMethods, ConfirmTxMethods, ExchangeMethods, 
     # ================================================================== channel / access class
     def on_flow(self, method) -> None:
         if not method.active:
-            raise AMQPNotImplemented("active=false", method.CLASS_ID, method.METHOD_ID)
+            raise AMQPNotImplemented("active=false")
         self.send(spec.Channel.FlowOk(active=True))
 
     def on_access_request(self, method) -> None:
@@ -121,7 +122,7 @@ class Channel(BasicMethods, DeliveryMethods, ConfirmTxMethods, ExchangeMethods, 
         self.former_consumers = []
         self._drop_reply_queue()
         self.tx_publishes, self.tx_acks = [], []
-        self.broker.store_waiters.discard(self)
+        self.confirms.drop()
 
 
 def _handlers() -> dict[int, Callable[[Channel, Any], None]]:

@@ -43,15 +43,15 @@ class BasicMethods:
                    enc: bytes, props_raw: bytes, body: bytes) -> None:
         """A complete basic.publish (method + header + body)."""
         if immediate:
-            raise AMQPNotImplemented("immediate=true", *_PUBLISH)
+            raise AMQPNotImplemented("immediate=true")
         vhost = self.vhost
         x = vhost.exchanges.get(exchange)
         if x is None:
-            raise NotFound(f"no exchange '{exchange}' in vhost '{vhost.name}'", *_PUBLISH)
+            raise NotFound(f"no exchange '{exchange}' in vhost '{vhost.name}'")
         conn = self.conn
         if exchange not in conn.write_ok:
             if x.internal:
-                raise AccessRefused(f"cannot publish to internal exchange '{exchange}' in vhost '{vhost.name}'", *_PUBLISH)
+                raise AccessRefused(f"cannot publish to internal exchange '{exchange}' in vhost '{vhost.name}'")
             conn.check_perm("write", "exchange", exchange, *_PUBLISH)
             conn.write_ok.add(exchange)
         props = peek_properties(props_raw) if props_raw != b"\x00\x00" else None
@@ -60,7 +60,7 @@ class BasicMethods:
             props = peek_properties(props_raw, True)
         if props is not None and props.reply_to == REPLY_TO:
             if self.reply_queue is None:
-                raise PreconditionFailed("fast reply consumer does not exist", *_PUBLISH)
+                raise PreconditionFailed("fast reply consumer does not exist")
             from ..protocol.properties import BasicProperties
             props = BasicProperties(**props.as_dict())
             props.reply_to = self.reply_queue.name
@@ -91,16 +91,9 @@ class BasicMethods:
             ticket, rejected = 0, False
         else:
             ticket, rejected = self.broker.enqueue(queues, m)
-        if self.confirm:
-            seq = self.confirm_seq = self.confirm_seq + 1
-            pend = self.confirm_pending
-            if rejected or ticket > self.broker.store.durable_ticket or pend:
-                pend.append((seq, ticket, rejected))
-                if ticket:
-                    self.broker.store_waiters.add(self)
-            self.conn.confirm_channels.add(self)
-            if not self.conn.dirty:
-                self.conn.mark_dirty()
+        confirms = self.confirms
+        if confirms.enabled:
+            confirms.published(ticket, rejected)
 
     def _return(self, m: Message, code: int, text: str) -> None:
         content_frames(self.conn.out, self.number, return_payload(code, text, m.enc),
@@ -108,7 +101,7 @@ class BasicMethods:
         self.conn.mark_dirty()
 
     # ================================================================== acks
-    def _take(self, tag: int, multiple: bool, cid: int, mid: int) -> tuple[list, list, list]:
+    def _take(self, tag: int, multiple: bool) -> tuple[list, list, list]:
         """Remove and return the batch (tags, messages, owners) an ack/nack/reject settles;
         an owner is the Consumer of a basic.deliver or the Queue of a basic.get-ok."""
         unacked = self.unacked
@@ -120,7 +113,7 @@ class BasicMethods:
         else:
             batch = unacked.take_one(tag)
         if batch is None:
-            raise PreconditionFailed(f"unknown delivery tag {tag}", cid, mid)
+            raise PreconditionFailed(f"unknown delivery tag {tag}")
         return batch
 
     def _settle(self, batch: tuple[list, list, list], requeue: bool | None,
@@ -169,7 +162,7 @@ class BasicMethods:
                 mark(c.queue)
 
     def on_ack(self, method) -> None:
-        entries = self._take(method.delivery_tag, method.multiple, method.CLASS_ID, method.METHOD_ID)
+        entries = self._take(method.delivery_tag, method.multiple)
         if self.tx:
             self.tx_acks.append((entries, None, True))
             return
@@ -190,7 +183,7 @@ class BasicMethods:
         false, at v4.3.0); 3.10 counts it."""
         if self.unacked:
             self._refuse_stream_settle(method.delivery_tag, method.multiple)
-        entries = self._take(method.delivery_tag, method.multiple, method.CLASS_ID, method.METHOD_ID)
+        entries = self._take(method.delivery_tag, method.multiple)
         failed = self.broker.config.behaviour.requeue_counts_delivery
         if self.tx:
             self.tx_acks.append((entries, method.requeue, failed))
@@ -200,7 +193,7 @@ class BasicMethods:
     def on_reject(self, method) -> None:
         if self.unacked:
             self._refuse_stream_settle(method.delivery_tag, False)
-        entries = self._take(method.delivery_tag, False, method.CLASS_ID, method.METHOD_ID)
+        entries = self._take(method.delivery_tag, False)
         if self.tx:
             # basic.reject with requeue counts in 4.3 too (``{modify, DeliveryFailed=true}``)
             self.tx_acks.append((entries, method.requeue, True))
@@ -233,7 +226,7 @@ class BasicMethods:
         ``global=true`` is handled as ``global=false``, a prefetch for each new consumer
         (rabbit_channel ``handle_method(#'basic.qos'{global = true})`` at v4.3.0)."""
         if method.prefetch_size:
-            raise AMQPNotImplemented(f"prefetch_size!=0 ({method.prefetch_size})", method.CLASS_ID, method.METHOD_ID)
+            raise AMQPNotImplemented(f"prefetch_size!=0 ({method.prefetch_size})")
         if method.global_ and self.broker.config.behaviour.global_qos:
             self.prefetch_global = method.prefetch_count
             for c in self.consumers.values():
@@ -265,9 +258,9 @@ class BasicMethods:
         self.conn.check_perm("read", "queue", name, cid, mid)
         tag = method.consumer_tag or new_name("amq.ctag-")
         if tag in self.consumers:
-            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'", cid, mid)
+            raise NotAllowed(f"attempt to reuse consumer tag '{tag}'")
         if q.exclusive_consumer() is not None or (method.exclusive and q.consumers):
-            raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use", cid, mid)
+            raise AccessRefused(f"queue '{name}' in vhost '{self.vhost.name}' in exclusive use")
         args = method.arguments or {}
         if q.stream:
             start = q.check_consume(self, method.no_ack, args)
@@ -276,12 +269,12 @@ class BasicMethods:
             if "x-stream-offset" in args:   # RabbitMQ 3.10.8: 406 on classic and quorum queues
                 qtype = "rabbit_quorum_queue" if q.quorum else "rabbit_classic_queue"
                 raise PreconditionFailed(f"invalid arg 'x-stream-offset' for queue '{name}' in vhost "
-                                         f"'{self.vhost.name}' of queue type {qtype}", cid, mid)
+                                         f"'{self.vhost.name}' of queue type {qtype}")
         if q.quorum and self.prefetch_global:
-            raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos", cid, mid)
+            raise AMQPNotImplemented(f"queue '{name}' in vhost '{self.vhost.name}' does not support global qos")
         prio = args.get("x-priority", 0)
         if isinstance(prio, bool) or not isinstance(prio, int):
-            raise PreconditionFailed(f"invalid arg 'x-priority' for consumer: {prio!r} is not an integer", cid, mid)
+            raise PreconditionFailed(f"invalid arg 'x-priority' for consumer: {prio!r} is not an integer")
         c = Consumer(tag, self, q, method.no_ack, method.exclusive, self.prefetch_consumer, args)
         c.priority = prio
         c.stream_pos = start

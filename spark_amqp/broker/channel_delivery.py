@@ -5,7 +5,7 @@ Part of :class:`~.channel.Channel` (a mixin: it uses the channel's ``conn``, ``n
 tag; one that waits for an ack is recorded in ``unacked`` and counted by its queue
 (:meth:`.queue.Queue.count_delivered`). The frame bytes around a delivery tag depend only on
 the exchange / routing key, the properties and the body size, so they are built once per run
-of equal ones and kept in the consumer's ``frame_cache``. Quorum-queue deliveries carry the
+of equal ones and kept in the consumer's typed ``frames`` (:mod:`.deliver_frames`). Quorum-queue deliveries carry the
 delivery-count headers of the RabbitMQ version the broker behaves like (see
 :func:`with_delivery_count`).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..protocol.server_frames import (append_deliver, append_stream_run, deliver_frames,
                                       deliver_parts, stream_deliver_parts)
+from .deliver_frames import DeliverFrames
 from .message import Message
 from .queue import Consumer, Queue
 from .stream import add_offset_header, offset_header_split
@@ -47,15 +48,15 @@ class DeliveryMethods:
         """basic.deliver ``m`` from ``q`` to consumer ``c`` (called by Queue.dispatch)."""
         q.stat_deliver += 1
         tag = self.record_delivery(q, m, c, c.no_ack)
-        k_enc, k_props, k_blen, pre, post = c.frame_cache
-        if len(m.body) == k_blen and m.props_raw == k_props and m.enc == k_enc and not (q.quorum and m.acquired_count):
+        f = c.frames
+        if len(m.body) == f.blen and m.props_raw == f.props and m.enc == f.enc and not (q.quorum and m.acquired_count):
             # the frame parts of the consumer's previous delivery fit (round-robin hot path)
             conn = self.conn
-            append_deliver(conn.out, pre, tag, m.redelivered, post, m.body)
+            append_deliver(conn.out, f.pre, tag, m.redelivered, f.post, m.body)
             if not conn.dirty:
                 conn.mark_dirty()
             return
-        self._encode_delivers(c, (m,), tag, q)
+        self._encode_delivers(c, (m,), tag, q, c.frames)
 
     def deliver_many(self, c: Consumer, msgs: list[Message], q: Queue) -> None:
         """basic.deliver each of ``msgs`` (taken from ``q``'s head, in order) to consumer ``c``
@@ -69,7 +70,7 @@ class DeliveryMethods:
         else:
             self.unacked.add_run(tag, msgs, c)
             q.count_delivered(c, n)
-        self._encode_delivers(c, msgs, tag, q)
+        self._encode_delivers(c, msgs, tag, q, c.frames)
 
     def deliver_stream(self, c: Consumer, entries: list, first: int, q) -> None:
         """basic.deliver stream messages ``entries`` ((enc, props_raw, body) read from offset
@@ -88,7 +89,8 @@ class DeliveryMethods:
         ch_n = self.number
         limit = self.frame_max - 8
         ctag = c.tag_enc
-        k_enc, k_props, k_blen, pre, mid, post = c.frame_cache if len(c.frame_cache) == 6 else (None,) * 6
+        f = c.frames
+        k_enc, k_props, k_blen, pre, mid, post = f.enc, f.props, f.blen, f.pre, f.mid, f.post
         i = 0
         while i < n:
             # the run of entries the cached parts fit: appended without a Python-level loop
@@ -102,7 +104,7 @@ class DeliveryMethods:
                 # no body frame, or several: the general encoder
                 offset = first + j
                 self._encode_delivers(c, (StreamEntry(enc, add_offset_header(props_raw, offset), body, offset),),
-                                      tag + j, q)
+                                      tag + j, q, DeliverFrames())
                 k_enc = None
                 i = j + 1
                 continue
@@ -110,24 +112,24 @@ class DeliveryMethods:
             k_enc, k_props, k_blen = enc, props_raw, blen
             pre, mid, post = stream_deliver_parts(ch_n, ctag, enc, before, after, blen)
             i = j
-        c.frame_cache = (k_enc, k_props, k_blen, pre, mid, post)
+        f.enc, f.props, f.blen, f.pre, f.mid, f.post = k_enc, k_props, k_blen, pre, mid, post
         if not conn.dirty:
             conn.mark_dirty()
 
-    def _encode_delivers(self, c: Consumer, msgs, tag: int, q: Queue) -> None:
+    def _encode_delivers(self, c: Consumer, msgs, tag: int, q: Queue, f: DeliverFrames) -> None:
         """Append the basic.deliver frames of ``msgs`` (tags from ``tag``) to the output.
 
         The frame bytes around the delivery tag depend only on the exchange / routing key,
         the properties and the body size, so they are built once and reused while those stay
-        the same (the consumer keeps the last ones in ``frame_cache``)."""
+        the same (kept in ``f``, the consumer's :class:`.deliver_frames.DeliverFrames`, or a
+        scratch one)."""
         conn = self.conn
         out = conn.out
         ctag = c.tag_enc
         n = self.number
         limit = self.frame_max - 8
         quorum = q.quorum
-        fc = c.frame_cache
-        k_enc, k_props, k_blen, pre, post = fc if len(fc) == 5 else (None, None, -1, b"", b"")
+        k_enc, k_props, k_blen, pre, post = f.enc, f.props, f.blen, f.pre, f.post
         for m in msgs:
             props_raw = m.props_raw
             if quorum and m.acquired_count:
@@ -149,7 +151,7 @@ class DeliveryMethods:
                 pre, post = deliver_parts(n, ctag, enc, props_raw, blen)
             append_deliver(out, pre, tag, m.redelivered, post, body)
             tag += 1
-        c.frame_cache = (k_enc, k_props, k_blen, pre, post)
+        f.enc, f.props, f.blen, f.pre, f.post = k_enc, k_props, k_blen, pre, post
         if not conn.dirty:
             conn.mark_dirty()
 

@@ -45,7 +45,7 @@ class ExchangeMethods:
         v = self.vhost
         c = self.conn
         if method.source == "" or method.destination == "":
-            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
+            raise AccessRefused("operation not permitted on the default exchange")
         if bind:
             src = v.get_exchange(method.source, cid, mid)
             dst = v.get_exchange(method.destination, cid, mid)

@@ -68,7 +68,7 @@ class QueueMethods:
         cid, mid = method.CLASS_ID, method.METHOD_ID
         name = self._queue_name(method.queue, cid, mid)
         if method.exchange == "":
-            raise AccessRefused("operation not permitted on the default exchange", cid, mid)
+            raise AccessRefused("operation not permitted on the default exchange")
         return name
 
     def on_queue_bind(self, method) -> None:
@@ -102,7 +102,7 @@ class QueueMethods:
         q = self._queue_to_read(method, method.CLASS_ID, method.METHOD_ID)
         if q.stream:
             raise AMQPNotImplemented(f"queue.purge not supported by stream queues queue '{q.name}' in vhost "
-                                     f"'{self.vhost.name}'", method.CLASS_ID, method.METHOD_ID)
+                                     f"'{self.vhost.name}'")
         n = q.purge()
         if not method.no_wait:
             self.send(spec.Queue.PurgeOk(message_count=n))
@@ -117,10 +117,10 @@ class QueueMethods:
             q = v.get_queue(name, self.conn, cid, mid)
             self.conn.check_perm("configure", "queue", name, cid, mid)
             if method.if_unused and q.consumers:
-                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' in use", cid, mid)
+                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' in use")
             # RabbitMQ 3.10.8 deletes a non-empty stream despite if-empty (it has no "ready" messages)
             if method.if_empty and q.message_count and not q.stream:
-                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' is not empty", cid, mid)
+                raise PreconditionFailed(f"queue '{name}' in vhost '{v.name}' is not empty")
             n = v.delete_queue(q)
         if not method.no_wait:
             self.send(spec.Queue.DeleteOk(message_count=n))

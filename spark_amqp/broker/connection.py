@@ -87,6 +87,16 @@ _COALESCE_BELOW = 16384   # bytes: reads smaller than this may trigger read coal
 _COALESCE_DELAY = 0.001   # seconds
 _INITIAL_FRAME_MAX = 4096  # bytes of frame payload before tune-ok (RabbitMQ's initial_frame_max)
 
+def _with_ids(exc: AMQPError, class_id: int, method_id: int) -> AMQPError:
+    """``exc`` with the ids of the method whose handling raised it, unless it names a method
+    already: the channel's handlers raise their errors without ids, the dispatcher fills them
+    in (the ``class-id``/``method-id`` of channel.close / connection.close, AMQP 0-9-1
+    §1.5.2.5)."""
+    if not (exc.class_id or exc.method_id):
+        exc.class_id, exc.method_id = class_id, method_id
+    return exc
+
+
 _CS = ConnectionState
 _OPEN = _CS.OPEN
 _CLOSING = _CS.CLOSING
@@ -119,7 +129,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.reading_paused = False
         self.blocked_by_alarm = False
         self.channels: dict[int, Channel] = {}
-        self.confirm_channels: set[Channel] = set()
+        #: publisher confirms (:class:`.confirms.PublisherConfirms`) to send at the next flush
+        self.confirm_channels: set = set()
         cfg = broker.config
         self.frame_max = cfg.frame_max or 131072
         self.channel_max = cfg.channel_max or 65535
@@ -236,9 +247,9 @@ class AMQPServerProtocol(asyncio.Protocol):
         """Write everything buffered (called by the broker once per tick)."""
         self.dirty = False
         if self.confirm_channels:
-            chans, self.confirm_channels = self.confirm_channels, set()
-            for ch in chans:
-                ch.flush_confirms()
+            pending, self.confirm_channels = self.confirm_channels, set()
+            for confirms in pending:
+                confirms.flush()
         out = self.out
         if out and self.transport is not None and not self.closed:
             self.out = bytearray()
@@ -292,7 +303,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             # message. When a small read held nothing but publishes on channels that wait
             # for nothing (no confirms, no tx), pause reading for a millisecond so the next
             # read carries a batch. Nothing is waiting on a reply from us meanwhile.
-            if not any(ch.confirm or ch.tx for ch in self.channels.values()):
+            if not any(ch.confirms.enabled or ch.tx for ch in self.channels.values()):
                 self._pause_reading()
                 self.loop.call_later(_COALESCE_DELAY, self._coalesce_resume)
 
@@ -327,6 +338,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                     ch.on_publish(ev.exchange, ev.routing_key, ev.mandatory, ev.immediate,
                                   ev.enc, ev.properties, ev.body)
                 except AMQPError as exc:
+                    _with_ids(exc, *_PUBLISH_IDS)
                     if exc.connection_level:
                         raise
                     self.channel_error(ch, exc)
@@ -340,6 +352,7 @@ class AMQPServerProtocol(asyncio.Protocol):
                 ch.on_publish(m.exchange, m.routing_key, m.mandatory, m.immediate,
                               route_enc(m.exchange, m.routing_key), ev.properties, ev.body)
             except AMQPError as exc:
+                _with_ids(exc, *_PUBLISH_IDS)
                 if exc.connection_level:
                     raise
                 self.channel_error(ch, exc)
@@ -381,6 +394,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         try:
             ch.on_publish(c[0], c[1], bool(c[2]), bool(c[3]), c[4], c[5], body)
         except AMQPError as exc:
+            _with_ids(exc, *_PUBLISH_IDS)
             if exc.connection_level:
                 raise
             self.channel_error(ch, exc)
@@ -573,6 +587,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         try:
             h(ch, method)
         except AMQPError as exc:
+            _with_ids(exc, method.CLASS_ID, method.METHOD_ID)
             if exc.connection_level:
                 raise
             self.channel_error(ch, exc)
@@ -591,7 +606,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         log.info("channel %d on %s: %s", ch.number, self.peer, exc)
         ch.shutdown()
         ch.closing = True
-        self.confirm_channels.discard(ch)
+        ch.confirms.drop()
         self.send_method(ch.number, spec.Channel.Close(reply_code=exc.reply_code, reply_text=_text(exc),
                                                        class_id=exc.class_id, method_id=exc.method_id))
 

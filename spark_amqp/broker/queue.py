@@ -36,18 +36,21 @@ import time
 from collections import deque
 from typing import Any
 
+from .deliver_frames import frames_for
 from .message import Message
+from .queue_arguments import parse_queue_arguments
 
 __all__ = ["Queue", "Consumer", "PriorityReady"]
 
 
 class Consumer:
     """A ``basic.consume`` subscription. ``unacked`` counts its outstanding deliveries (its
-    queue keeps the count, see :meth:`Queue.count_delivered`); ``frame_cache`` holds the
-    channel's last basic.deliver frame parts for it."""
+    queue keeps the count, see :meth:`Queue.count_delivered`); ``frames`` holds the
+    channel's last basic.deliver frame parts for it (:mod:`.deliver_frames`: typed by the
+    queue's delivery shape)."""
 
     __slots__ = ("tag", "channel", "queue", "no_ack", "exclusive", "prefetch", "unacked", "arguments",
-                 "tag_enc", "priority", "frame_cache", "stream_pos", "stream_filter")
+                 "tag_enc", "priority", "frames", "stream_pos", "stream_filter")
 
     def __init__(self, tag: str, channel, queue: "Queue", no_ack: bool, exclusive: bool,
                  prefetch: int, arguments: dict | None):
@@ -61,7 +64,7 @@ class Consumer:
         self.arguments = arguments or {}
         self.tag_enc = b""
         self.priority = 0
-        self.frame_cache = (None, None, -1, b"", b"")
+        self.frames = frames_for(queue)
         self.stream_pos = 0   # next offset to deliver (stream queues only)
         self.stream_filter = None   # a stream_filter.StreamMatcher (filtered stream consumers)
 
@@ -140,23 +143,6 @@ def _merge_head(d: deque, msgs: list[Message]) -> None:
     d.extendleft(reversed(msgs))
 
 
-def _arg_int(args: dict, name: str) -> int | None:
-    v = args.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        from ..protocol.errors import PreconditionFailed
-        raise PreconditionFailed(f"invalid arg '{name}' for queue: {v!r} is not an integer", 50, 10)
-    return v
-
-
-def _arg_str(args: dict, name: str) -> str | None:
-    v = args.get(name)
-    if isinstance(v, bytes):
-        v = v.decode("utf-8", "replace")
-    return v
-
-
 class Queue:
     """A queue in a vhost. Counts: ``message_count`` (ready), ``consumer_count``,
     ``unacked_count`` (delivered, not yet settled; changed by the methods under "unacked
@@ -170,8 +156,6 @@ class Queue:
 
     def __init__(self, broker, vhost, name: str, durable: bool = False, exclusive_owner=None,
                  auto_delete: bool = False, arguments: dict | None = None):
-        from ..protocol.errors import PreconditionFailed
-
         self.broker = broker
         self.vhost = vhost
         self.name = name
@@ -179,54 +163,19 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = args = arguments or {}
-        self.ttl_ms = _arg_int(args, "x-message-ttl")
-        self.expires_ms = _arg_int(args, "x-expires")
-        self.max_length = _arg_int(args, "x-max-length")
-        self.max_length_bytes = _arg_int(args, "x-max-length-bytes")
-        self.overflow = _arg_str(args, "x-overflow") or "drop-head"
-        if self.overflow not in ("drop-head", "reject-publish", "reject-publish-dlx"):
-            raise PreconditionFailed(f"invalid arg 'x-overflow' for queue '{name}' in vhost '{vhost.name}': "
-                                     f"'{self.overflow}' is not one of drop-head, reject-publish, reject-publish-dlx", 50, 10)
-        if self.ttl_ms is not None and self.ttl_ms < 0:
-            raise PreconditionFailed(f"invalid arg 'x-message-ttl' for queue '{name}' in vhost '{vhost.name}': must be >= 0", 50, 10)
-        if self.expires_ms is not None and self.expires_ms <= 0:
-            raise PreconditionFailed(f"invalid arg 'x-expires' for queue '{name}' in vhost '{vhost.name}': must be > 0", 50, 10)
-        bhv = broker.config.behaviour
-        for a in ("x-max-length", "x-max-length-bytes") + (
-                ("x-delivery-limit",) if bhv.quorum_delivery_limit is None else ()):
-            v = args.get(a)
-            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
-                raise PreconditionFailed(f"invalid arg '{a}' for queue '{name}' in vhost '{vhost.name}': "
-                                         f"{{value_negative,{v}}}", 50, 10)
-        self.dlx = _arg_str(args, "x-dead-letter-exchange")
-        self.dlrk = _arg_str(args, "x-dead-letter-routing-key")
-        if self.dlrk is not None and self.dlx is None:
-            raise PreconditionFailed(f"invalid arg 'x-dead-letter-routing-key' for queue '{name}' in vhost "
-                                     f"'{vhost.name}': routing_key_but_no_dlx_defined", 50, 10)
-        self.queue_type = _arg_str(args, "x-queue-type") or "classic"
-        self.quorum = self.queue_type == "quorum"
-        if "x-delivery-limit" in args and not self.quorum:
-            raise PreconditionFailed(f"invalid arg 'x-delivery-limit' for queue '{name}' in vhost '{vhost.name}': "
-                                     f"only quorum queues support it", 50, 10)
-        self.delivery_limit = _arg_int(args, "x-delivery-limit") if self.quorum else None
-        if self.quorum and bhv.quorum_delivery_limit is not None:
-            # RabbitMQ 4.x: 20 when not set; a negative limit disables it (v4.3.0 rabbit_fifo)
-            if self.delivery_limit is None:
-                self.delivery_limit = bhv.quorum_delivery_limit
-            elif self.delivery_limit < 0:
-                self.delivery_limit = None
+        #: the parsed arguments (:mod:`.queue_arguments`); their fields are copied below for
+        #: the hot paths
+        self.args = a = parse_queue_arguments(args, name, vhost.name, broker.config.behaviour)
+        self.ttl_ms, self.expires_ms = a.ttl_ms, a.expires_ms
+        self.max_length, self.max_length_bytes, self.overflow = (a.max_length,
+                                                                 a.max_length_bytes, a.overflow)
+        self.dlx, self.dlrk = a.dead_letter_exchange, a.dead_letter_routing_key
+        self.queue_type, self.quorum = a.queue_type, a.quorum
+        self.delivery_limit = a.delivery_limit
         #: a requeue by basic.nack / basic.recover counts as a failed delivery (3.10)
-        self.requeue_counts = bhv.requeue_counts_delivery
-        sac = args.get("x-single-active-consumer")
-        if sac is not None and not isinstance(sac, bool):
-            raise PreconditionFailed(f"invalid arg 'x-single-active-consumer' for queue '{name}' in vhost "
-                                     f"'{vhost.name}': {{unacceptable_type,{type(sac).__name__}}}", 50, 10)
-        self.single_active = bool(sac) if sac is not None else False
-        mp = _arg_int(args, "x-max-priority")
-        if mp is not None and (mp < 0 or mp > 255):
-            raise PreconditionFailed(f"invalid arg 'x-max-priority' for queue '{name}' in vhost '{vhost.name}': "
-                                     f"{mp} is not in 0..255", 50, 10)
-        self.max_priority = mp if not self.quorum else None
+        self.requeue_counts = broker.config.behaviour.requeue_counts_delivery
+        self.single_active = a.single_active_consumer
+        self.max_priority = mp = a.max_priority
         self.ready: Any = PriorityReady(mp) if self.max_priority else deque()
         self.ready_bytes = 0
         self.unacked_count = 0

@@ -139,6 +139,7 @@ class Broker:
         self._dirty_queues: dict[int, object] = {}
         self._dirty_conns: list[AMQPServerProtocol] = []
         self._scheduled = False
+        #: publisher confirms (:class:`.confirms.PublisherConfirms`) waiting on a store commit
         self.store_waiters: set = set()
         self._commit_waiters: list[tuple[int, Callable]] = []
         self.servers: list[asyncio.base_events.Server] = []
@@ -227,14 +228,13 @@ class Broker:
         """Store batches ``first..last`` were committed (``error`` None) or failed: settle the
         publisher confirms and ``tx.commit`` waiting on them (ack / nack, commit-ok / 506)."""
         if error is not None:
-            for ch in list(self.store_waiters):
-                ch.fail_confirms(first, last)
+            for confirms in list(self.store_waiters):
+                confirms.fail(first, last)
         if last > self.store.durable_ticket:
             self.store.durable_ticket = last
         self._check_disk(reschedule=False)  # after every commit: one statvfs, microseconds
-        for ch in list(self.store_waiters):
-            ch.conn.confirm_channels.add(ch)
-            ch.conn.mark_dirty()
+        for confirms in list(self.store_waiters):
+            confirms.stored()
         if self._commit_waiters:
             keep = []
             for t, fn, fail in self._commit_waiters:

@@ -272,11 +272,11 @@ def channel_view(ch) -> dict:
         "vhost": ch.vhost.name if ch.vhost is not None else None,
         "connection_details": {"name": cname, "peer_host": ph, "peer_port": pp},
         "state": "running",
-        "confirm": ch.confirm,
+        "confirm": ch.confirms.enabled,
         "transactional": ch.tx,
         "consumer_count": len(ch.consumers),
         "messages_unacknowledged": len(ch.unacked),
-        "messages_unconfirmed": ch.confirm_seq - ch.confirm_acked if ch.confirm else 0,
+        "messages_unconfirmed": ch.confirms.unconfirmed,
         "prefetch_count": ch.prefetch_consumer,
         "global_prefetch_count": ch.prefetch_global,
     }
