@@ -93,7 +93,8 @@ class Channel:
         self._closing = False
         self._opened = False
         self._waiting = 0  # >0 while a caller waits on _cond (drain / confirms / window)
-        self._rpc_open = False  # a synchronous call's reply has not arrived (guarded by conn._lock)
+        self._rpc_open = False  # a synchronous call's reply has not arrived (_rpc_flag_lock)
+        self._rpc_flag_lock = threading.Lock()
         # consumers
         self._buffer: deque[Delivery] = deque()
         # delivery bytes put into / taken out of _buffer (Connection.set_read_limit); each
@@ -173,11 +174,11 @@ class Channel:
         elif t is _ChClose:
             # the broker closed the channel (spec §channel.close): answer close-ok, keep error
             try:
-                self._conn._send_method(self.channel_number, _ChCloseOk())
+                self._conn.send_method(self.channel_number, _ChCloseOk())
             except (OSError, AMQPError):
                 pass
             err = error_from_close(m)
-            self._conn._forget_channel(self)
+            self._conn.forget_channel(self)
             self._closed_with(err)
         elif t is _Cancel:  # consumer cancel notification (RabbitMQ extension), no reply
             tag = m.consumer_tag
@@ -193,11 +194,11 @@ class Channel:
         elif t is _Flow:
             self.flow_active = m.active
             try:
-                self._conn._send_method(self.channel_number, _FlowOk(m.active))
+                self._conn.send_method(self.channel_number, _FlowOk(m.active))
             except (OSError, AMQPError):
                 pass
         elif t is _ChCloseOk and self._closing:
-            self._conn._forget_channel(self)
+            self._conn.forget_channel(self)
             self._set_reply(m)
         else:
             if t is _ConsumeOk and self._pending_callback is not None:
@@ -224,16 +225,14 @@ class Channel:
         caller's thread wakes up. Until then the I/O thread read on, without bound, what the
         broker sent meanwhile (a whole queue of deliveries right after consume-ok on a busy
         machine). Idempotent; the caller's thread calls it too."""
-        conn = self._conn
-        with conn._lock:
-            if self._rpc_open:
-                self._rpc_open = False
-                conn._rpc_waiting -= 1
+        with self._rpc_flag_lock:
+            if not self._rpc_open:
+                return
+            self._rpc_open = False
+        self._conn.rpc_wait_ended()
 
     def _schedule_wake(self) -> None:
-        wake = self._conn._wake
-        if self not in wake:
-            wake.append(self)
+        self._conn.wake_after_read(self)
 
     def _notify(self) -> None:
         with self._cond:
@@ -260,7 +259,7 @@ class Channel:
 
         Raises the broker's typed error when it closes the channel/connection instead.
         """
-        if self._conn._io_ident == threading.get_ident():
+        if self._conn.in_io_thread():
             raise RuntimeError(
                 f"{method.NAME} is synchronous and was called from the I/O thread (a consumer "
                 "callback or on_return/on_cancel); call it from another thread, or use the "
@@ -271,7 +270,7 @@ class Channel:
             with self._cond:
                 self._reply = None
             try:
-                self._conn._send_method(self.channel_number, method)
+                self._conn.send_method(self.channel_number, method)
             except AMQPError:
                 # refused by the state machine: the broker's channel.close may be received but
                 # not yet dispatched (e.g. after an async basic.ack with a bad tag); raise the
@@ -284,12 +283,11 @@ class Channel:
             responses = method.responses
             timeout = self._conn.params.rpc_timeout
             deadline = None if timeout is None else _monotonic() + timeout
-            conn = self._conn
-            # the reply may be behind deliveries: reading never pauses meanwhile (set_read_limit)
-            with conn._lock:
-                conn._rpc_waiting += 1
+            # the reply may be behind deliveries: reading never pauses meanwhile (set_read_limit);
+            # counted before the flag is set, so that an end racing in between counts nothing
+            self._conn.rpc_wait_started()
+            with self._rpc_flag_lock:
                 self._rpc_open = True
-            conn._read_wake.set()
             try:
                 with self._cond:
                     self._waiting += 1
@@ -311,7 +309,7 @@ class Channel:
             if reply is None and self._error is None:
                 # No answer in time: the channel's state is unknown (the reply may still
                 # come), so the whole connection is dropped rather than reused.
-                self._conn._lost(ConnectionLost(
+                self._conn.fail(ConnectionLost(
                     f"no reply to {method.NAME} on channel {self.channel_number} within "
                     f"{timeout} s (rpc_timeout); the connection was dropped"))
             if reply is None:
@@ -348,7 +346,7 @@ class Channel:
         except (AMQPError, OSError, ConnectionClosed):
             pass
         finally:
-            self._conn._forget_channel(self)
+            self._conn.forget_channel(self)
             self._closed_with(ChannelClosed(
                 f"channel {self.channel_number} was closed by this client; open a new one "
                 "with connection.channel()"))
@@ -464,7 +462,7 @@ class Channel:
                 self._raise()
             if callback is not None:
                 self._callbacks[consumer_tag] = callback
-            self._conn._send(encode_method(self.channel_number, _B.Consume(
+            self._conn.send_frames(encode_method(self.channel_number, _B.Consume(
                 0, queue, consumer_tag, False, no_ack, exclusive, True, arguments)))
             return consumer_tag
         self._pending_callback = callback
@@ -489,7 +487,7 @@ class Channel:
         reads, an unusual frame). For consumers that store and forward messages without
         looking at them; see ``spark_amqp.protocol.raw_deliveries``. Set it before
         ``basic_consume``; consumers with a callback still get decoded deliveries."""
-        self._conn._set_raw_deliveries(self.channel_number, enabled)
+        self._conn.set_raw_deliveries(self.channel_number, enabled)
 
     def drain(self, max_count: int | None = None, timeout: float = 0.0) -> list[Delivery]:
         """Take up to ``max_count`` buffered deliveries (all when None), oldest first (in raw
@@ -528,7 +526,7 @@ class Channel:
         if out:
             self._bytes_out += sum(len(x.data) if x.__class__ is RawDeliveries else len(x.body)
                                    for x in out)
-            if self._conn._read_limit is not None:
+            if self._conn.read_limited:
                 self._conn.resume_reading()
         return out
 
@@ -550,19 +548,19 @@ class Channel:
         close the channel with PreconditionFailed (406), raised by the next call on it."""
         if self._error is not None:
             self._raise()
-        self._conn._send(encode_method(self.channel_number, _Ack(delivery_tag, multiple)))
+        self._conn.send_frames(encode_method(self.channel_number, _Ack(delivery_tag, multiple)))
 
     def basic_nack(self, delivery_tag: int = 0, multiple: bool = False, requeue: bool = True) -> None:
         """Negative acknowledgement (RabbitMQ extension): requeue or drop/dead-letter."""
         if self._error is not None:
             self._raise()
-        self._conn._send(encode_method(self.channel_number, _Nack(delivery_tag, multiple, requeue)))
+        self._conn.send_frames(encode_method(self.channel_number, _Nack(delivery_tag, multiple, requeue)))
 
     def basic_reject(self, delivery_tag: int, requeue: bool = True) -> None:
         """Reject one delivery: requeue or drop/dead-letter (spec §basic.reject)."""
         if self._error is not None:
             self._raise()
-        self._conn._send(encode_method(self.channel_number, _B.Reject(delivery_tag, requeue)))
+        self._conn.send_frames(encode_method(self.channel_number, _B.Reject(delivery_tag, requeue)))
 
     def basic_recover(self, requeue: bool = True) -> None:
         """Redeliver all unacked messages of this channel (``basic.recover``; RabbitMQ only
@@ -673,9 +671,9 @@ class Channel:
                 seq = self._confirms.add(1, ((body, exchange, routing_key, properties, mandatory),))
             else:
                 seq = self._confirms.add(1)
-            self._conn._send(data)
+            self._conn.send_frames(data)
             return seq
-        self._conn._send(data)
+        self._conn.send_frames(data)
         return None
 
     def publish_batch(self, messages: Iterable[tuple], exchange: str = "",
@@ -726,7 +724,7 @@ class Channel:
                 self._wait_window(len(parts))
             first = self._confirms.add(len(parts), kept)
             seqs.extend(range(first, first + len(parts)))
-        self._conn._send(b"".join(parts))
+        self._conn.send_frames(b"".join(parts))
 
     def wait_for_confirms(self, timeout: float | None = None) -> ConfirmResult:
         """Wait until every publish so far is acked or nacked by the broker.

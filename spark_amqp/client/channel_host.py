@@ -7,7 +7,6 @@ satisfies it without naming it. It lets ``channel.py`` type its connection witho
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Protocol, runtime_checkable
 
 from ..protocol.spec import Method
@@ -18,44 +17,49 @@ __all__ = ["ChannelHost"]
 
 @runtime_checkable
 class ChannelHost(Protocol):
-    """The connection side of a channel: writing frames, the channel table, the read limit.
+    """The connection side of a channel: writing frames and methods, the channel table, the
+    read limit, waking waiters, failing the connection. A channel uses nothing else of its
+    connection (no private state: :class:`.connection.Connection`'s "what channels use").
 
     Attributes (set by the connection):
         params: the connection's :class:`.uri.ConnectionParameters` (``rpc_timeout`` seconds).
         frame_max: negotiated maximum frame size in bytes, framing included (0 = no limit).
-        _lock: guards the channel table and ``_rpc_waiting``.
-        _wake: channels whose waiters the I/O thread wakes after the current read (list).
-        _io_ident: thread id of the I/O thread (None before it starts).
-        _read_limit: bytes of undrained deliveries that pause reading (None = no limit).
-        _read_wake: set to make the I/O thread look at the read limit again.
-        _rpc_waiting: synchronous calls waiting for their reply (reading never pauses then).
     """
 
     params: ConnectionParameters
     frame_max: int
-    _lock: threading.Lock
-    _wake: list[Any]
-    _io_ident: int | None
-    _read_limit: int | None
-    _read_wake: threading.Event
-    _rpc_waiting: int
 
-    def _send(self, data: bytes) -> None:
+    def send_frames(self, data: bytes) -> None:
         """Write whole frames (bytes); raises the connection's error."""
 
-    def _send_method(self, channel: int, method: Method, handshake: bool = False,
-                     lock_timeout: float = -1) -> None:
+    def send_method(self, channel: int, method: Method, lock_timeout: float = -1) -> None:
         """Validate ``method`` with the connection's state machine and write it; raises the
         connection's error or the state machine's typed AMQPError."""
 
-    def _forget_channel(self, ch: Any) -> None:
+    def forget_channel(self, ch: Any) -> None:
         """Remove the channel ``ch`` from the channel table (closed)."""
 
-    def _lost(self, err: BaseException, shutdown: bool = True) -> None:
+    def fail(self, err: BaseException) -> None:
         """End the connection with ``err`` (every channel gets it)."""
 
-    def _set_raw_deliveries(self, channel_number: int, enabled: bool) -> None:
+    def set_raw_deliveries(self, channel_number: int, enabled: bool) -> None:
         """Decode the channel's basic.deliver messages as raw runs, or not."""
+
+    def in_io_thread(self) -> bool:
+        """True when called from the connection's I/O thread."""
+
+    @property
+    def read_limited(self) -> bool:
+        """A read limit is set: a drain calls :meth:`resume_reading`."""
 
     def resume_reading(self) -> None:
         """Make the I/O thread look at the read limit again (after a drain)."""
+
+    def wake_after_read(self, ch: Any) -> None:
+        """I/O thread: wake ``ch``'s waiters after the current read."""
+
+    def rpc_wait_started(self) -> None:
+        """A synchronous call waits for its reply: read past the read limit meanwhile."""
+
+    def rpc_wait_ended(self) -> None:
+        """That reply arrived (or the channel ended): the read limit applies again."""

@@ -657,6 +657,72 @@ class Connection:
             if self._channels.get(ch.channel_number) is ch:
                 del self._channels[ch.channel_number]
 
+    # ------------------------------------------------------------------ what channels use
+    # The public interface between a Channel and its Connection (.channel_host.ChannelHost):
+    # a channel calls only these, never the connection's private state.
+
+    def send_frames(self, data) -> None:
+        """Write whole frames (``bytes``), under the write lock; raises the connection's
+        error (the connection is gone)."""
+        self._send(data)
+
+    def send_method(self, channel: int, method, lock_timeout: float = -1) -> None:
+        """Validate ``method`` with the connection's state machine and write it on
+        ``channel``; raises the connection's error, the state machine's typed error (e.g.
+        CommandInvalid 503), or ``TimeoutError`` when the write lock is not free within
+        ``lock_timeout`` seconds (-1: wait)."""
+        self._send_method(channel, method, lock_timeout=lock_timeout)
+
+    def forget_channel(self, ch: Channel) -> None:
+        """The channel ``ch`` is closed: remove it from the channel table."""
+        self._forget_channel(ch)
+
+    def fail(self, err: BaseException) -> None:
+        """End the connection with ``err`` (every channel and later call gets it), e.g. a
+        synchronous reply that never came within ``rpc_timeout``."""
+        self._lost(err)
+
+    def set_raw_deliveries(self, channel_number: int, enabled: bool) -> None:
+        """Decode the channel's basic.deliver messages as raw runs
+        (:class:`~spark_amqp.protocol.raw_deliveries.RawDeliveries`), or not."""
+        self._set_raw_deliveries(channel_number, enabled)
+
+    def in_io_thread(self) -> bool:
+        """True when called from this connection's I/O thread (where a synchronous call
+        would wait for a reply only that thread can read)."""
+        return self._io_ident == threading.get_ident()
+
+    @property
+    def read_limited(self) -> bool:
+        """A read limit is set (:meth:`set_read_limit`): a drain should call
+        :meth:`resume_reading`."""
+        return self._read_limit is not None
+
+    def wake_after_read(self, ch: Channel) -> None:
+        """I/O thread: wake ``ch``'s waiters once the current read is dispatched (one wake
+        per channel per read)."""
+        wake = self._wake
+        if ch not in wake:
+            wake.append(ch)
+
+    def rpc_wait_started(self) -> None:
+        """A synchronous call waits for its reply: the socket is read past the read limit
+        until :meth:`rpc_wait_ended` (the reply may be behind deliveries)."""
+        with self._lock:
+            self._rpc_waiting += 1
+        self._read_wake.set()
+
+    def rpc_wait_ended(self) -> None:
+        """The reply of a synchronous call arrived (or its channel ended): the read limit
+        applies again."""
+        with self._lock:
+            self._rpc_waiting -= 1
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes read from the broker on this connection (frames of every kind)."""
+        return self._bytes_in
+
     # ------------------------------------------------------------------ closing
 
     @property
@@ -858,12 +924,12 @@ class _CloseWatch:
         hb = conn.heartbeat
         self.limit = max(timeout, float(hb)) if hb else max(timeout, 0.0)
         self.cap = None if max_wait is None else self.start + max(max_wait, 0.0)
-        self.bytes_in = conn._bytes_in
+        self.bytes_in = conn.bytes_received
         self.outq = self.tr.unsent_bytes()
 
     def alive(self) -> bool:
         now = _monotonic()
-        b = self.conn._bytes_in
+        b = self.conn.bytes_received
         o = self.tr.unsent_bytes()
         if b != self.bytes_in or (o is not None and self.outq is not None and o < self.outq):
             self.last = now

@@ -138,7 +138,7 @@ class StreamProbe:
     def _connection(self):
         if self.conn is None or not self.conn.is_open:
             if self.conn is not None:
-                self._bytes_before += getattr(self.conn, "_bytes_in", 0)
+                self._bytes_before += getattr(self.conn, "bytes_received", 0)
                 self.close()
             connect_fn = self._connect_fn
             if connect_fn is None:
@@ -155,7 +155,7 @@ class StreamProbe:
     @property
     def bytes_received(self) -> int:
         """Bytes received from the broker by this probe's connections (frames, all kinds)."""
-        return self._bytes_before + (getattr(self.conn, "_bytes_in", 0) if self.conn else 0)
+        return self._bytes_before + (getattr(self.conn, "bytes_received", 0) if self.conn else 0)
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
