@@ -26,6 +26,7 @@ import struct
 
 from ..protocol.values import decode_table
 from .config import BrokerConfig
+from .errors import AuthFailure
 
 __all__ = ["MECHANISMS", "TLS_CLIENT_CERT_MECHANISMS", "authenticate", "authenticate_external", "check_credentials",
            "certificate_user", "check_loopback", "is_loopback", "refused_text", "AuthFailure"]
@@ -40,16 +41,6 @@ _RDN_NAMES = {
     "organizationalUnitName": "OU", "countryName": "C", "streetAddress": "STREET",
     "domainComponent": "DC", "userId": "UID", "emailAddress": "emailAddress",
 }
-
-
-class AuthFailure(Exception):
-    """Authentication failed. ``str()`` is the reason (logged; sent with 403 too unless
-    ``client_text`` is set); ``client_text``: what the client is told instead, when the reason
-    must stay in the log (RabbitMQ tells clients only that the login was refused)."""
-
-    def __init__(self, reason: str, client_text: str | None = None):
-        super().__init__(reason)
-        self.client_text = client_text
 
 
 def _parse(mechanism: str, response: bytes) -> tuple[str, str]:

@@ -80,15 +80,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
 from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
 from .versions import DEFAULT_VERSION, Behaviour, behaviour
 
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError", "parse_size"]
-
-
-class ConfigError(ValueError):
-    """A configuration file that cannot be read or has invalid values (message says which)."""
 
 
 @dataclass

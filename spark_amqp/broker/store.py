@@ -38,6 +38,7 @@ import threading
 from typing import Any, Callable
 
 from ..protocol.values import decode_table, encode_table
+from .errors import StoreError
 
 __all__ = ["MemoryStore", "SqliteStore", "StoreError"]
 
@@ -55,11 +56,6 @@ CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, vhost TEXT, queue T
     exchange TEXT, routing_key TEXT, props BLOB, body BLOB, redelivered INT, delivery_count INT);
 CREATE INDEX IF NOT EXISTS messages_queue ON messages (vhost, queue, id);
 """
-
-
-class StoreError(RuntimeError):
-    """The store file cannot be used at start: corrupt or truncated, or its directory is not
-    writable. The message names the file, the cause and what to do."""
 
 
 def _open_error(path: str, exc: BaseException) -> StoreError:

@@ -32,9 +32,9 @@ from ..protocol.connection import AMQPConnection, Role, close_method_for, error_
 from ..protocol.errors import AMQPError, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
-from .errors import (ConnectionClosed, ConnectionLost, ProtocolMismatch, close_text,
-                     connection_level, copy_error)
-from .failover import Backoff, BrokerUnreachable, Failure, FailoverWindow, classify
+from .errors import (AllAddressesFailed, ConnectionClosed, ConnectionLost, ProtocolMismatch,
+                     close_text, connection_level, copy_error)
+from .failover import Backoff, Failure, FailoverWindow, classify
 from .handshake import CLIENT_CAPABILITIES, negotiate
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
 from .uri import ConnectionParameters, format_address, parse_uri
@@ -128,28 +128,6 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
         if window.expired():
             raise AllAddressesFailed(params, errors)
         time.sleep(min(backoff.failed(), window.left()))
-
-
-class AllAddressesFailed(BrokerUnreachable):
-    """No broker address could be connected (:func:`connect` with several addresses or a
-    ``failover_timeout``): the client's :class:`.failover.BrokerUnreachable`.
-
-    Attributes:
-        errors: ``{"host:port": exception}``, the last error of every address tried.
-    """
-
-    def __init__(self, params: ConnectionParameters | str, errors: dict | None = None):
-        if isinstance(params, str):  # a copy (copy_error) or an unpickled one: the text
-            super().__init__(params, errors)
-            return
-        errors = dict(errors or {})
-        lines = "; ".join(f"{a}: {e}" for a, e in errors.items())
-        within = (f" within failover_timeout {params.failover_timeout:g} s"
-                  if params.failover_timeout else " (one round; failover_timeout 0)")
-        super().__init__(
-            f"could not connect to any of the {len(errors)} broker address(es) of "
-            f"{params.redacted_uri(all_addresses=True)}{within}: {lines}. Check that the "
-            "nodes run and the addresses are right", errors)
 
 
 class Connection:

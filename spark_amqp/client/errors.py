@@ -13,12 +13,25 @@
 - :class:`ConfirmTimeout`: ``wait_for_confirms(timeout)`` ran out of time.
 - :class:`ProtocolMismatch`: the server answered the protocol header with another header
   (it does not speak AMQP 0-9-1; spec §4.2.2).
+- :class:`BrokerUnreachable` (a ``ConnectionLost``): no broker address could be reached
+  within a failover window (:mod:`.failover`: every path that reconnects gives up with it);
+  :class:`AllAddressesFailed` is the one :func:`.connection.connect` raises.
+
+The client's errors are all here (one module per layer, as ``spark_amqp.protocol.errors`` for
+the broker's typed errors); each stays importable where it was (``client.failover``,
+``client.connection``, ``spark_amqp.client``).
 """
 
 from __future__ import annotations
 
-__all__ = ["copy_error", "close_text", "connection_level", "ClientError", "ConnectionLost", "ConnectionClosed", "ChannelClosed",
-           "PublishNacked", "ConfirmTimeout", "ProtocolMismatch"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .uri import ConnectionParameters
+
+__all__ = ["copy_error", "close_text", "connection_level", "ClientError", "ConnectionLost",
+           "ConnectionClosed", "ChannelClosed", "PublishNacked", "ConfirmTimeout",
+           "ProtocolMismatch", "BrokerUnreachable", "AllAddressesFailed"]
 
 
 class ClientError(Exception):
@@ -76,6 +89,58 @@ class ConfirmTimeout(ClientError, TimeoutError):
 
 class ProtocolMismatch(ClientError):
     """The server replied with a protocol header: it does not accept AMQP 0-9-1."""
+
+
+class BrokerUnreachable(ConnectionLost, ConnectionError):
+    """No broker address could be reached (or served) within the failover window of the path
+    that raises it: :func:`.connection.connect` (as its subclass
+    :class:`.connection.AllAddressesFailed`), the source's queue mode (the query fails),
+    the stream mode's probe (the query fails) and range reads (the task fails; Spark may
+    retry it). The message names the bound and lists every address with its last error; the
+    last error is the ``__cause__``. An ``OSError`` (a :class:`.errors.ConnectionLost` and a
+    ``ConnectionError``); picklable (Spark ships it between processes).
+
+    Attributes:
+        errors: ``{"host:port": exception}``, the last error of every address tried (empty
+            when the raiser keeps them as text only, in the message).
+    """
+
+    def __init__(self, message: str, errors: dict | None = None):
+        super().__init__(message)   # one argument: OSError(a, b) would read a as an errno
+        self.errors = dict(errors or {})
+
+    def __reduce__(self):
+        # rebuilt from its text and the errors' texts (their classes may not unpickle)
+        return _rebuild, (type(self), str(self),
+                          {a: str(e) for a, e in self.errors.items()})
+
+
+def _rebuild(cls: type, text: str, errors: dict) -> "BrokerUnreachable":
+    err = BrokerUnreachable.__new__(cls)
+    BrokerUnreachable.__init__(err, text, {a: ConnectionLost(e) for a, e in errors.items()})
+    return err
+
+
+class AllAddressesFailed(BrokerUnreachable):
+    """No broker address could be connected (:func:`connect` with several addresses or a
+    ``failover_timeout``): the client's :class:`.failover.BrokerUnreachable`.
+
+    Attributes:
+        errors: ``{"host:port": exception}``, the last error of every address tried.
+    """
+
+    def __init__(self, params: "ConnectionParameters | str", errors: dict | None = None):
+        if isinstance(params, str):  # a copy (copy_error) or an unpickled one: the text
+            super().__init__(params, errors)
+            return
+        errors = dict(errors or {})
+        lines = "; ".join(f"{a}: {e}" for a, e in errors.items())
+        within = (f" within failover_timeout {params.failover_timeout:g} s"
+                  if params.failover_timeout else " (one round; failover_timeout 0)")
+        super().__init__(
+            f"could not connect to any of the {len(errors)} broker address(es) of "
+            f"{params.redacted_uri(all_addresses=True)}{within}: {lines}. Check that the "
+            "nodes run and the addresses are right", errors)
 
 
 def copy_error(err: BaseException) -> BaseException:

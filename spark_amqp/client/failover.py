@@ -51,7 +51,7 @@ import ssl
 import time
 from typing import Any, Callable, Iterable
 
-from .errors import ConnectionLost, ProtocolMismatch
+from .errors import BrokerUnreachable, ConnectionLost, ProtocolMismatch
 
 __all__ = ["Failure", "classify", "retryable", "replica_unavailable", "Backoff", "FailoverWindow",
            "BrokerUnreachable", "AddressErrors", "address_of", "addresses_avoiding",
@@ -217,36 +217,6 @@ class FailoverWindow:
     def succeeded(self) -> None:
         """Things work again: the next failure opens a new window."""
         self.failing_since = None
-
-
-class BrokerUnreachable(ConnectionLost, ConnectionError):
-    """No broker address could be reached (or served) within the failover window of the path
-    that raises it: :func:`.connection.connect` (as its subclass
-    :class:`.connection.AllAddressesFailed`), the source's queue mode (the query fails),
-    the stream mode's probe (the query fails) and range reads (the task fails; Spark may
-    retry it). The message names the bound and lists every address with its last error; the
-    last error is the ``__cause__``. An ``OSError`` (a :class:`.errors.ConnectionLost` and a
-    ``ConnectionError``); picklable (Spark ships it between processes).
-
-    Attributes:
-        errors: ``{"host:port": exception}``, the last error of every address tried (empty
-            when the raiser keeps them as text only, in the message).
-    """
-
-    def __init__(self, message: str, errors: dict | None = None):
-        super().__init__(message)   # one argument: OSError(a, b) would read a as an errno
-        self.errors = dict(errors or {})
-
-    def __reduce__(self):
-        # rebuilt from its text and the errors' texts (their classes may not unpickle)
-        return _rebuild, (type(self), str(self),
-                          {a: str(e) for a, e in self.errors.items()})
-
-
-def _rebuild(cls: type, text: str, errors: dict) -> "BrokerUnreachable":
-    err = BrokerUnreachable.__new__(cls)
-    BrokerUnreachable.__init__(err, text, {a: ConnectionLost(e) for a, e in errors.items()})
-    return err
 
 
 # -- addresses ------------------------------------------------------------------------------

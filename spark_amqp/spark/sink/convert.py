@@ -56,26 +56,12 @@ from typing import Any, Optional
 from ...protocol.errors import AMQPSyntaxError
 from ...protocol.properties import encode_delivery_mode_and_ids
 from .. import schema as S
+from ..errors import SinkDataError, SinkSchemaError
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
            "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "STREAM_FILTER_VALUE", "batch_to_messages"]
 
 log = logging.getLogger(__name__)
-
-
-class SinkSchemaError(ValueError):
-    """The DataFrame given to the ``amqp`` sink has a missing, wrongly typed or unknown column.
-
-    Raised on the driver at ``save()``/``start()``; the message names the column, its type and
-    the accepted types.
-    """
-
-
-class SinkDataError(ValueError):
-    """A value cannot be published (null body, out-of-range octet, short string > 255 bytes).
-
-    Raised in the write task; the message names the column and the row index in the task.
-    """
 
 
 _STRING_PROPS = (S.CONTENT_TYPE, S.CONTENT_ENCODING, S.CORRELATION_ID, S.REPLY_TO,

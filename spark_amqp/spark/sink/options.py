@@ -41,20 +41,13 @@ from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOption
                                   parse_connection)
 from ..option_values import LENIENT_BOOLEANS, OptionErrors
 from ..options_table import Option, OptionTable
+from ..errors import SinkOptionError
 
 __all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS", "SINK_TABLE",
            "MESSAGE_ID_MODES", "ON_RETURN_MODES"]
 
 
 log = logging.getLogger(__name__)
-
-
-class SinkOptionError(ValueError):
-    """An unknown option or an invalid option value of the ``amqp`` sink.
-
-    The message names the option (as the user spells it in the docs) and the allowed values.
-    Raised on the driver at ``save()`` / ``start()``.
-    """
 
 
 MESSAGE_ID_MODES = ("auto", "column", "deterministic", "none")

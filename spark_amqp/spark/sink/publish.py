@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 
 from ...client.failover import retryable
+from ..errors import AmqpSinkError
 
 __all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES",
            "MAX_RECONNECTS"]
@@ -51,15 +52,6 @@ MAX_RECONNECTS = 10
 CHUNK_MESSAGES = 1000
 #: body bytes per ``publish_batch`` call (a 1 MB body goes alone)
 CHUNK_BYTES = 1 << 20
-
-
-class AmqpSinkError(RuntimeError):
-    """A write task of the ``amqp`` sink could not get every message confirmed.
-
-    The message says what happened (broker error with reply code and text, nack, confirm
-    timeout, returned messages, lost connection) and how many messages were published,
-    confirmed and affected. Spark fails the task and retries it (at-least-once).
-    """
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .options import SourceOptions
 from ..timeouts import RPC_TIMEOUT
+from ...errors import ConsumerCancelled, QueueMissing, QueueUnavailable
 
 __all__ = ["QueueConsumer", "DriverConsumer", "QueueMissing", "QueueUnavailable",
            "ConsumerCancelled"]
@@ -80,24 +81,6 @@ class QueueConsumer(Protocol):
 
     def abort(self) -> None:
         """Close the connection at once. Never raises."""
-
-
-class QueueMissing(RuntimeError):
-    """A source queue does not exist (passive queue.declare answered 404 NOT_FOUND)."""
-
-
-class QueueUnavailable(ConnectionError):
-    """A source queue exists but its node is down: RabbitMQ answers a declare of a classic
-    queue whose home node is stopped with 404 NOT_FOUND "home node ... is down or
-    inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent; the
-    client's classification takes it as a node that cannot serve now). An OSError, so the
-    offset reader retries it (within ``failoverTimeout``) instead of failing the query for a missing
-    queue."""
-
-
-class ConsumerCancelled(ConnectionError):
-    """The broker cancelled a consumer (``basic.cancel`` from the server, RabbitMQ
-    docs/consumer-cancel.md). An OSError so the offset reader handles it like a connection loss."""
 
 
 class DriverConsumer:

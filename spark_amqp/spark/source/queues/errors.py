@@ -11,14 +11,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .consumer import QueueConsumer
 
 from spark_amqp.client.failover import BrokerUnreachable
+from ...errors import MessageTooLarge
 
 __all__ = ["BrokerUnreachable", "MessageTooLarge", "body_too_large", "message_too_large"]
-
-
-class MessageTooLarge(ValueError):
-    """A queue holds a message whose body is above ``maxMessageBytes``: the query fails
-    (retrying would take the same message again). Nothing was acked: the client closed the
-    connection before the body arrived and the broker requeued every unacked delivery."""
 
 
 def body_too_large(e: BaseException | None):

@@ -21,15 +21,10 @@ from spark_amqp.protocol.raw_deliveries import RawDeliveries, deliver_columns_fa
 from spark_amqp.protocol.spec import Basic
 
 from ..arrow import PackedColumns, pack_columns
+from ...errors import UndecodableMessages
 
 __all__ = ["FramesPart", "frames_part", "frames_chunks", "delivery_frames", "unpack",
            "UndecodableMessages"]
-
-
-class UndecodableMessages(ValueError):
-    """The frames of a partition could not be decoded (e.g. a malformed property table from
-    the broker); the message says which queue offsets and why. The batch fails, so nothing in
-    it is acked: the messages stay in the queue."""
 
 
 @dataclass

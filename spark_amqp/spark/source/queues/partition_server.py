@@ -40,6 +40,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+from ...errors import PartitionFetchError
 
 __all__ = ["FramesRef", "PartitionServer", "PartitionFetchError", "fetch", "server_host"]
 
@@ -51,12 +52,6 @@ _OK, _UNKNOWN, _BAD_TOKEN = 0, 1, 2
 #: seconds a fetch waits to connect and between reads before it fails the task
 FETCH_TIMEOUT = 120.0
 _RECV_CHUNK = 1 << 20
-
-
-class PartitionFetchError(ConnectionError):
-    """An executor could not fetch a partition's frames from the driver's source runner. The
-    task fails (Spark may retry it: the frames are kept until the batch is committed);
-    nothing in the batch is acked, the messages stay in the queue."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, Fai
 from ...connection_options import redact_uri
 from ..arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
 from .options import StreamOptions
+from ...errors import DataLoss, ReadTimeout
 
 __all__ = ["read_range", "row_filter", "DataLoss", "ReadTimeout", "LOST", "FILTER_VALUE_HEADER"]
 
@@ -52,14 +53,6 @@ log = logging.getLogger(__name__)
 
 #: offsets this process skipped because retention had removed them (failOnDataLoss=false)
 LOST = {"offsets": 0}
-
-
-class DataLoss(RuntimeError):
-    """Retention removed offsets the query still needed (failOnDataLoss=true)."""
-
-
-class ReadTimeout(TimeoutError):
-    """No delivery for ``readTimeout`` seconds while reading a planned range."""
 
 
 def _columns(item: Any):

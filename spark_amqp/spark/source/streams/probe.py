@@ -46,19 +46,12 @@ from spark_amqp.client.failover import (AddressErrors, Failure, address_of, clas
                                         connect_avoiding)
 
 from ..timeouts import RPC_TIMEOUT
+from ...errors import NotAStream, StreamMissing
 
 __all__ = ["TailProbe", "StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
            "super_stream_partitions"]
 
 log = logging.getLogger(__name__)
-
-
-class StreamMissing(RuntimeError):
-    """A stream of the source does not exist (queue.declare passive: 404)."""
-
-
-class NotAStream(ValueError):
-    """The named queue exists but is not a stream queue (a classic or quorum queue)."""
 
 
 @runtime_checkable
