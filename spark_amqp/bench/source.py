@@ -241,7 +241,7 @@ def driver_bytes(url: str, streams: list, args) -> tuple[int, int]:
         r.partitions(start, end)
         triggers += 1
         start = end
-    got = r._planner._probe.bytes_received
+    got = r.offsets.current_probe.bytes_received
     r.stop()
     return got, triggers
 
