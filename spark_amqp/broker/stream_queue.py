@@ -37,8 +37,9 @@ import time
 from ..protocol.errors import AMQPNotImplemented, InternalError, PreconditionFailed
 from .queue import Queue
 from .stream import DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, parse_max_age
+from .stream_convert import StreamConversions
 from .stream_filter import DEFAULT_FILTER_BYTES, MAX_FILTER_BYTES, MIN_FILTER_BYTES, \
-    matcher_from_arguments
+    filter_value_of, matcher_from_arguments
 
 __all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
 
@@ -232,11 +233,13 @@ class StreamQueue(Queue):
         self.arguments = args
         self.plain = False
         self.queue_type = "stream"
+        #: the 0-9-1 <-> AMQP 1.0 conversions of the broker's version (the log holds AMQP 1.0)
+        self.conv = StreamConversions(name, broker.config.behaviour.stream_conversion)
         directory = None
         if broker.data_dir and broker.store.durable:
             directory = StreamLog.directory_for(broker.data_dir, vhost.name, name)
         self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
-                             max_bytes, max_age, filter_bytes)
+                             max_bytes, max_age, filter_bytes, convert_v1=self.conv.message)
         self.on_disk = directory is not None
 
     # ------------------------------------------------------------------ counts
@@ -246,19 +249,29 @@ class StreamQueue(Queue):
 
     # ------------------------------------------------------------------ publishing
     def append(self, msg) -> int:
-        """Store ``msg`` at the next offset; returns the store ticket its confirm waits for."""
+        """Store 0-9-1 message ``msg`` at the next offset, as the AMQP 1.0 message RabbitMQ
+        stores (:class:`~.stream_convert.StreamConversions`); returns the store ticket its
+        confirm waits for. Raises InternalError (541) for a message the broker's version
+        cannot convert (RabbitMQ closes the publisher)."""
         enc = msg.enc
         if enc is None:
             from .message import route_enc
             enc = route_enc(msg.exchange, msg.routing_key)
-        pend = self.log.pending
-        pend.append((enc, msg.props_raw, msg.body))
+        props = msg.props_raw
+        entry = self.conv.entry(msg.exchange, msg.routing_key, enc, props, msg.body)
+        log = self.log
+        fv = filter_value_of(props) if log.filter_bytes is not None else None
+        log.append_entry(entry, 1, fv)
+        if log.pending_records == 1:
+            self.mark_pending()
+        return self.broker.store.current_ticket + 1 if self.on_disk else 0
+
+    def mark_pending(self) -> None:
+        """Have the log's pending records and tracking sealed into a chunk in this tick
+        (Broker._tick), before the store's batch, and the consumers served."""
         b = self.broker
-        if len(pend) == 1:
-            # sealed into a chunk in this tick (Broker._tick), before the store's batch
-            b.pending_streams[id(self)] = self
-            b.mark_queue(self)
-        return b.store.current_ticket + 1 if self.on_disk else 0
+        b.pending_streams[id(self)] = self
+        b.mark_queue(self)
 
     def enqueue(self, msg) -> None:
         self.append(msg)
@@ -355,11 +368,12 @@ class StreamQueue(Queue):
         not ack learns where the log ended when it started (the driver's tail probe,
         spark/source/streams/probe.py, relies on it)."""
         log = self.log
-        if log.pending:
+        if log.has_pending:
             self.seal()
         nxt = log.next
         more = False
-        for c in self.consumers:
+        view = self.conv.view
+        for c in list(self.consumers):
             pos = c.stream_pos
             if pos >= nxt:
                 continue
@@ -374,16 +388,13 @@ class StreamQueue(Queue):
                 # is written (and its flow control seen) between them
                 credit = DISPATCH_MAX
                 more = True
-            matcher = c.stream_filter
-            if matcher is not None:
-                c.stream_pos, runs = log.read_chunks_filtered(pos, credit, matcher)
-                for start, entries in runs:
-                    ch.deliver_stream(c, entries, start, self)
+            try:
+                c.stream_pos, runs = log.read_chunks(pos, credit, view, c.stream_filter)
+            except InternalError as exc:
+                # RabbitMQ's channel crashes on a message it cannot convert: 541
+                ch.conn.connection_error(exc)
                 continue
-            start, entries = log.read_chunks(pos, credit)
-            if not entries:
-                continue
-            c.stream_pos = start + len(entries)
-            ch.deliver_stream(c, entries, start, self)
+            for start, entries in runs:
+                ch.deliver_stream(c, entries, start, self)
         if more:
             self.broker.mark_queue(self)

@@ -47,11 +47,10 @@ def cases() -> list[tuple[str, BasicProperties, bytes]]:
     ]
 
 
-async def capture(amqp_port: int, stream_port: int, host: str = "127.0.0.1") -> dict:
+async def capture(amqp_port: int, stream_port: int | None, host: str = "127.0.0.1") -> dict:
     """Publish :func:`cases` to a new stream (the last one through amq.direct), read them back
-    over both protocols, delete the stream. Returns the JSON-able record."""
-    from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
-
+    over both protocols (``stream_port`` None: over 0-9-1 only), delete the stream. Returns the
+    JSON-able record."""
     q = "capture-" + uuid.uuid4().hex[:8]
     c = await RawClient.connect(amqp_port, host=host)
     c.decoder = Decoder(frame_max=c.frame_max, raw_content=True)
@@ -75,19 +74,7 @@ async def capture(amqp_port: int, stream_port: int, host: str = "127.0.0.1") -> 
         m = getattr(await c.next_event(), "method", None)
         if isinstance(m, spec.Basic.Ack):
             acks = m.delivery_tag if m.multiple else acks + 1
-    got: list = []
-    done = asyncio.Event()
-    sc = Consumer(host, stream_port, username="guest", password="guest")
-    await sc.start()
-
-    async def cb(msg, ctx):
-        got.append((ctx.offset, bytes(msg)))
-        if len(got) == len(cs):
-            done.set()
-    await sc.subscribe(q, cb, decoder=lambda b: b,
-                       offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
-    await asyncio.wait_for(done.wait(), 30)
-    await sc.close()
+    got = await read_stream_protocol(host, stream_port, q, len(cs)) if stream_port else [(None, b"")] * len(cs)
     c.send(1, spec.Basic.Qos(prefetch_count=100))
     await c.next_event()
     c.send(1, spec.Basic.Consume(queue=q, arguments={"x-stream-offset": "first"}))
@@ -99,7 +86,8 @@ async def capture(amqp_port: int, stream_port: int, host: str = "127.0.0.1") -> 
     for rec, (off, stored), (ex, rk, props, blen) in zip(out["cases"], got, dels):
         body = body_of(rec["body"])
         # the stored message ends with the body (its data section's payload): kept apart
-        rec.update(offset=off, stored_prefix=stored[:len(stored) - len(body)].hex(),
+        rec.update(offset=off, delivered_offset=offset_of(props),
+                   stored_prefix=stored[:len(stored) - len(body)].hex() if stream_port else None,
                    stored_ends_with_body=stored.endswith(body), delivered_exchange=ex,
                    delivered_routing_key=rk, delivered_props=props.hex(), delivered_body_len=blen)
     c.send(1, spec.Queue.Delete(queue=q))
@@ -108,6 +96,28 @@ async def capture(amqp_port: int, stream_port: int, host: str = "127.0.0.1") -> 
     finally:
         c.writer.close()
     return out
+
+
+async def read_stream_protocol(host: str, port: int, stream: str, n: int) -> list[tuple[int, bytes]]:
+    """(offset, stored bytes) of the first ``n`` messages of ``stream``, read with rstream."""
+    from rstream import Consumer, ConsumerOffsetSpecification, OffsetType
+
+    got: list = []
+    done = asyncio.Event()
+    sc = Consumer(host, port, username="guest", password="guest")
+    await sc.start()
+
+    async def cb(msg, ctx):
+        got.append((ctx.offset, bytes(msg)))
+        if len(got) == n:
+            done.set()
+    await sc.subscribe(stream, cb, decoder=lambda b: b,
+                       offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
+    try:
+        await asyncio.wait_for(done.wait(), 30)
+    finally:
+        await sc.close()
+    return got
 
 
 def _body_spec(body: bytes):

@@ -1,12 +1,16 @@
-"""The 0-9-1 <-> AMQP 1.0 conversions of the codec (protocol/amqp10/convert.py) against the live
-RabbitMQ 3.10.8: what it stores for 0-9-1 messages published to a stream (read over the stream
-protocol by rstream, an independent client) and what it delivers back over 0-9-1, byte for byte.
-tests/protocol/test_amqp10_convert.py checks the same against bytes recorded this way."""
+"""The 0-9-1 <-> AMQP 1.0 conversions of stream messages against RabbitMQ 3.10.8: the codec's
+(protocol/amqp10/convert.py) against the live RabbitMQ (what it stores for 0-9-1 messages
+published to a stream, read over the stream protocol by rstream, an independent client, and
+what it delivers back over 0-9-1, byte for byte), and the embedded broker in its 3.10 mode
+against what RabbitMQ 3.10.8 delivered (recorded in tests/protocol/data).
+tests/protocol/test_amqp10_convert.py checks the codec against the recorded bytes."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -34,3 +38,19 @@ def test_conversions_match_rabbitmq_3_10_8(rabbitmq_url):
         delivered = before + struct.pack(">q", case["offset"]) + after
         assert (ex, rk, delivered.hex(), len(got)) == (case["delivered_exchange"], case["delivered_routing_key"],
                                                        case["delivered_props"], case["delivered_body_len"]), case["name"]
+
+
+RECORDED = json.loads((Path(__file__).parent.parent / "protocol" / "data"
+                       / "rabbitmq-3.10.8-stream-conversions.json").read_text())
+
+
+def test_embedded_310_delivers_what_rabbitmq_3_10_8_delivers(embedded_broker_310):
+    """0-9-1 in, 0-9-1 out through a stream: the same properties bytes (sorted headers, types
+    converted twice, x-stream-offset in its place), the same offsets."""
+    rec = asyncio.run(capture(embedded_broker_310.port, None))
+    for got, want in zip(rec["cases"], RECORDED["cases"]):
+        assert got["name"] == want["name"]
+        assert got["delivered_props"] == want["delivered_props"], got["name"]
+        assert got["delivered_offset"] == want["offset"]
+        assert got["delivered_body_len"] == want["delivered_body_len"]
+        assert got["delivered_exchange"] == want["delivered_exchange"]

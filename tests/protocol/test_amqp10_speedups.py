@@ -70,3 +70,77 @@ def test_mutated_and_cut_messages_same(m, data):
     b = bytes(raw[:cut])
     assert outcome(SPEEDUPS.decode_message, b) == outcome(message_module.decode_message, b)
     assert outcome(SPEEDUPS.decode_value, b) == outcome(types_module.decode_value, b)
+
+
+# ------------------------------------------------------------------ the broker's chunk view
+
+from spark_amqp.protocol.amqp10 import Message, Properties  # noqa: E402
+from spark_amqp.protocol.amqp10.chunk_view import chunk_to_091 as py_chunk_to_091  # noqa: E402
+
+_PREFIXED = [encode_message(Message(b"", properties=Properties(message_id=m)))[:-5] for m in ("a", "b")]
+
+
+@st.composite
+def chunk_data(draw):
+    """osiris entries: simple entries (messages with a shared prefix, random messages, garbage)
+    and sub-batch entries."""
+    out = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["shared", "shared", "message", "garbage", "batch"]))
+        if kind == "shared":
+            body = draw(st.binary(max_size=300))
+            head = bytes((0x00, 0x53, 0x75, 0xa0, len(body))) if len(body) < 256 else \
+                bytes((0x00, 0x53, 0x75, 0xb0)) + len(body).to_bytes(4, "big")
+            m = draw(st.sampled_from(_PREFIXED)) + head + body
+        elif kind == "message":
+            m = encode_message(draw(messages()))
+        elif kind == "garbage":
+            m = draw(st.binary(max_size=30))
+        else:
+            inner = b"".join(len(x).to_bytes(4, "big") + x for x in (b"r1", b"r2"))
+            out.append(bytes((0x80 | (draw(st.integers(0, 1)) << 4), 0, 2)) + len(inner).to_bytes(4, "big")
+                       + len(inner).to_bytes(4, "big") + inner)
+            continue
+        out.append(len(m).to_bytes(4, "big") + m)
+    return b"".join(out)
+
+
+def _run(fn, data, cut):
+    calls = []
+    cache: dict = {}
+
+    def prefix(p, m):
+        calls.append(("p", p, m))
+        return (b"E" + p[:2], p)
+
+    def whole(e, batch):
+        calls.append(("w", e, batch))
+        return [(b"W", e, b"")] if not batch else [None, (b"B", e, b"")]
+
+    try:
+        out = fn(data, 0, cut, cache, prefix, whole)
+    except Exception as exc:
+        return type(exc).__name__, calls
+    ident = [(a[0] is b[0], a[1] is b[1]) for a, b in zip(out, out[1:]) if a is not None and b is not None]
+    return out, calls, sorted(cache.items()), ident
+
+
+@DIFF
+@given(chunk_data(), st.data())
+def test_chunk_view_same(data, d):
+    cut = d.draw(st.integers(0, len(data)))
+    assert _run(SPEEDUPS.chunk_to_091, data, len(data)) == _run(py_chunk_to_091, data, len(data))
+    assert _run(SPEEDUPS.chunk_to_091, data, cut) == _run(py_chunk_to_091, data, cut)
+
+
+@DIFF
+@given(st.binary(max_size=50), st.binary(max_size=600), st.sampled_from([254, 255]),
+       st.sampled_from([bytes, bytearray, memoryview]))
+def test_data_entry_same(prefix, body, short_max, kind):
+    from spark_amqp.protocol.amqp10.convert import data_entry
+    from spark_amqp.protocol.amqp10.message import decode_message as py_decode
+    got = SPEEDUPS.data_entry(prefix, kind(body), short_max)
+    assert got == data_entry(prefix, body, short_max)
+    assert int.from_bytes(got[:4], "big") == len(got) - 4
+    if not prefix:
+        assert py_decode(got[4:]).body == body

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from amqp_strategies import bodies, channels, method_of, methods, properties, shortstr
 from speedups_switch import SPEEDUPS
-from spark_amqp.broker.stream import add_offset_header, offset_header_split
+from spark_amqp.protocol.amqp10.props091 import offset_header_split
 from spark_amqp.protocol import BasicProperties, ContentMessage, Decoder, encode_message, spec
 from spark_amqp.protocol import server_frames as sf
 from spark_amqp.protocol.frames import MethodFrame, encode_method
@@ -118,7 +118,8 @@ def test_stream_deliver_carries_its_offset(ch, ctag, tag, exchange, rk, props, b
     ctag_b, enc = _ss(ctag), _ss(exchange) + _ss(rk)
     pre, mid, post = sf.stream_deliver_parts(ch, ctag_b, enc, before, after, len(body))
     want = bytearray()
-    sf.deliver_frames(want, ch, ctag_b, tag, False, enc, add_offset_header(raw, offset), body, 0)
+    with_offset = before + offset.to_bytes(8, "big", signed=True) + after
+    sf.deliver_frames(want, ch, ctag_b, tag, False, enc, with_offset, body, 0)
     for append in (sf._append_stream_deliver, sf.append_stream_deliver):
         out = bytearray(b"x")
         append(out, pre, tag, mid, offset, post, body)
@@ -176,50 +177,3 @@ def test_a_stream_run_is_each_delivery_in_turn_and_stops_at_the_first_other_key(
         out = bytearray(b"x")
         assert run(out, pre, tag, mid, offset, post, entries, i, _ENC, bytes(_PROPS), 5) == j
         assert out == want
-
-
-@needs_speedups
-@PROPS
-@given(st.lists(st.tuples(st.sampled_from([b"", b"\x00\x02rk", b"\x00\x03rkx"]),
-                          st.sampled_from([b"", b"\x80\x00\x01a"]), st.binary(max_size=50)),
-                max_size=10), st.binary(max_size=5), st.integers(0, 3))
-def test_compiled_stream_entries_as_pure(entries, head, cut):
-    """The stream log's chunk payload split by the compiled ``split_records`` gives the values
-    of ``broker/stream.py``'s ``split_entries``; equal consecutive enc / properties are one
-    object; a payload cut short gives None (the pure reader then raises)."""
-    from spark_amqp.broker import stream as stream_log
-    data = head + b"".join(stream_log._ENT.pack(len(a), len(b), len(c)) + a + b + c
-                           for a, b, c in entries)
-    got = SPEEDUPS.split_records(data, len(head), len(entries))
-    assert got == stream_log.split_entries(data, len(head), len(entries))
-    for prev, this in zip(got, got[1:]):
-        assert (prev[0] is this[0]) == (prev[0] == this[0])
-        assert (prev[1] is this[1]) == (prev[1] == this[1])
-    if entries and cut:
-        assert SPEEDUPS.split_records(data[:-cut], len(head), len(entries)) is None
-    assert stream_log._split_records is SPEEDUPS.split_records
-
-
-@needs_speedups
-def test_the_broker_uses_the_compiled_writers():
-    from spark_amqp.broker import channel_delivery   # the broker channel's basic.deliver part
-    assert channel_delivery.append_deliver is SPEEDUPS.append_deliver
-    assert channel_delivery.append_stream_run is SPEEDUPS.append_stream_run
-
-
-def test_out_of_range_tags_are_refused_by_both():
-    for append in {sf._append_deliver, sf.append_deliver}:
-        with pytest.raises((OverflowError, Exception)):
-            append(bytearray(), b"", -1, False, b"", b"x")
-        with pytest.raises((OverflowError, Exception)):
-            append(bytearray(), b"", 2**64, False, b"", b"x")
-
-
-def test_a_deliver_split_over_body_frames():
-    body = bytes(range(256)) * 4
-    props = BasicProperties(content_type="text/plain")
-    out = bytearray()
-    sf.deliver_frames(out, 3, _ss("c"), 7, True, _ss("x") + _ss("k"), props.encode(), body, 100)
-    assert out.count(b"\x03\x00\x03\x00\x00\x00\x5c") == len(body) // 92  # body frames of 92
-    _same_message(_decoded(bytes(out)), 3, spec.Basic.Deliver("c", 7, True, "x", "k"),
-                  props, body)

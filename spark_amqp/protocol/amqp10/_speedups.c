@@ -2806,6 +2806,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_setup(CYTHON
 static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_2decode_value(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_buf, Py_ssize_t __pyx_v_pos, PyObject *__pyx_v_end); /* proto */
 static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_4decode_message(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_buf, Py_ssize_t __pyx_v_start, PyObject *__pyx_v_end); /* proto */
 static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_091(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, Py_ssize_t __pyx_v_pos, Py_ssize_t __pyx_v_end, PyObject *__pyx_v_cache, PyObject *__pyx_v_convert_prefix, PyObject *__pyx_v_convert_whole); /* proto */
+static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_8data_entry(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_prefix, PyObject *__pyx_v_body, Py_ssize_t __pyx_v_short_max); /* proto */
 /* #### Code section: late_includes ### */
 /* #### Code section: module_state ### */
 /* SmallCodeConfig */
@@ -2835,8 +2836,8 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_pop;
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     PyObject *__pyx_tuple[1];
-    PyObject *__pyx_codeobj_tab[4];
-    PyObject *__pyx_string_tab[103];
+    PyObject *__pyx_codeobj_tab[5];
+    PyObject *__pyx_string_tab[110];
     PyObject *__pyx_number_tab[1];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -2946,49 +2947,56 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_code __pyx_string_tab[57]
 #define __pyx_n_u_convert_prefix __pyx_string_tab[58]
 #define __pyx_n_u_convert_whole __pyx_string_tab[59]
-#define __pyx_n_u_data __pyx_string_tab[60]
-#define __pyx_n_u_decode_message __pyx_string_tab[61]
-#define __pyx_n_u_decode_value __pyx_string_tab[62]
-#define __pyx_n_u_delivery_annotations __pyx_string_tab[63]
-#define __pyx_n_u_descriptor __pyx_string_tab[64]
-#define __pyx_n_u_ds __pyx_string_tab[65]
-#define __pyx_n_u_e __pyx_string_tab[66]
-#define __pyx_n_u_end __pyx_string_tab[67]
-#define __pyx_n_u_footer __pyx_string_tab[68]
-#define __pyx_n_u_get __pyx_string_tab[69]
-#define __pyx_n_u_head __pyx_string_tab[70]
-#define __pyx_n_u_header __pyx_string_tab[71]
-#define __pyx_n_u_i __pyx_string_tab[72]
-#define __pyx_n_u_items __pyx_string_tab[73]
-#define __pyx_n_u_last_prefix __pyx_string_tab[74]
-#define __pyx_n_u_last_val __pyx_string_tab[75]
-#define __pyx_n_u_m __pyx_string_tab[76]
-#define __pyx_n_u_message_annotations __pyx_string_tab[77]
-#define __pyx_n_u_message_module __pyx_string_tab[78]
-#define __pyx_n_u_n __pyx_string_tab[79]
-#define __pyx_n_u_object __pyx_string_tab[80]
-#define __pyx_n_u_out __pyx_string_tab[81]
-#define __pyx_n_u_p __pyx_string_tab[82]
-#define __pyx_n_u_pop __pyx_string_tab[83]
-#define __pyx_n_u_pos __pyx_string_tab[84]
-#define __pyx_n_u_prefix __pyx_string_tab[85]
-#define __pyx_n_u_properties __pyx_string_tab[86]
-#define __pyx_n_u_sequence __pyx_string_tab[87]
-#define __pyx_n_u_setdefault __pyx_string_tab[88]
-#define __pyx_n_u_setup __pyx_string_tab[89]
-#define __pyx_n_u_spark_amqp_protocol_amqp10__spee __pyx_string_tab[90]
-#define __pyx_n_u_start __pyx_string_tab[91]
-#define __pyx_n_u_types_module __pyx_string_tab[92]
-#define __pyx_n_u_uuid __pyx_string_tab[93]
-#define __pyx_n_u_v __pyx_string_tab[94]
-#define __pyx_n_u_val __pyx_string_tab[95]
-#define __pyx_n_u_value __pyx_string_tab[96]
-#define __pyx_n_u_values __pyx_string_tab[97]
-#define __pyx_n_u_view __pyx_string_tab[98]
-#define __pyx_kp_b_iso88591_Q_1_q_A_L_L_q_L_q_L_a_L_q_A_A_A __pyx_string_tab[99]
-#define __pyx_kp_b_iso88591_A_q_avQfA_D_4r_Q_a_b_r_2Rq_j_4q __pyx_string_tab[100]
-#define __pyx_kp_b_iso88591_1_auAV1_D_C_d_2Rr_Bb_1_F_4vQc_A __pyx_string_tab[101]
-#define __pyx_kp_b_iso88591_A_1_Q_auAV1_D_C_d_2Rr_Bb_1_D_HA __pyx_string_tab[102]
+#define __pyx_n_u_d __pyx_string_tab[60]
+#define __pyx_n_u_data __pyx_string_tab[61]
+#define __pyx_n_u_data_entry __pyx_string_tab[62]
+#define __pyx_n_u_decode_message __pyx_string_tab[63]
+#define __pyx_n_u_decode_value __pyx_string_tab[64]
+#define __pyx_n_u_delivery_annotations __pyx_string_tab[65]
+#define __pyx_n_u_descriptor __pyx_string_tab[66]
+#define __pyx_n_u_ds __pyx_string_tab[67]
+#define __pyx_n_u_e __pyx_string_tab[68]
+#define __pyx_n_u_end __pyx_string_tab[69]
+#define __pyx_n_u_footer __pyx_string_tab[70]
+#define __pyx_n_u_get __pyx_string_tab[71]
+#define __pyx_n_u_head __pyx_string_tab[72]
+#define __pyx_n_u_header __pyx_string_tab[73]
+#define __pyx_n_u_hl __pyx_string_tab[74]
+#define __pyx_n_u_i __pyx_string_tab[75]
+#define __pyx_n_u_items __pyx_string_tab[76]
+#define __pyx_n_u_last_prefix __pyx_string_tab[77]
+#define __pyx_n_u_last_val __pyx_string_tab[78]
+#define __pyx_n_u_m __pyx_string_tab[79]
+#define __pyx_n_u_message_annotations __pyx_string_tab[80]
+#define __pyx_n_u_message_module __pyx_string_tab[81]
+#define __pyx_n_u_n __pyx_string_tab[82]
+#define __pyx_n_u_object __pyx_string_tab[83]
+#define __pyx_n_u_out __pyx_string_tab[84]
+#define __pyx_n_u_p __pyx_string_tab[85]
+#define __pyx_n_u_pl __pyx_string_tab[86]
+#define __pyx_n_u_pop __pyx_string_tab[87]
+#define __pyx_n_u_pos __pyx_string_tab[88]
+#define __pyx_n_u_prefix __pyx_string_tab[89]
+#define __pyx_n_u_properties __pyx_string_tab[90]
+#define __pyx_n_u_sequence __pyx_string_tab[91]
+#define __pyx_n_u_setdefault __pyx_string_tab[92]
+#define __pyx_n_u_setup __pyx_string_tab[93]
+#define __pyx_n_u_short_max __pyx_string_tab[94]
+#define __pyx_n_u_spark_amqp_protocol_amqp10__spee __pyx_string_tab[95]
+#define __pyx_n_u_start __pyx_string_tab[96]
+#define __pyx_n_u_total __pyx_string_tab[97]
+#define __pyx_n_u_types_module __pyx_string_tab[98]
+#define __pyx_n_u_uuid __pyx_string_tab[99]
+#define __pyx_n_u_v __pyx_string_tab[100]
+#define __pyx_n_u_val __pyx_string_tab[101]
+#define __pyx_n_u_value __pyx_string_tab[102]
+#define __pyx_n_u_values __pyx_string_tab[103]
+#define __pyx_n_u_view __pyx_string_tab[104]
+#define __pyx_kp_b_iso88591_Q_1_q_A_L_L_q_L_q_L_a_L_q_A_A_A __pyx_string_tab[105]
+#define __pyx_kp_b_iso88591_s_1_avQfA_D_U_C_a_2S_q_b_Qa_c_R __pyx_string_tab[106]
+#define __pyx_kp_b_iso88591_A_q_avQfA_D_4r_Q_a_b_r_2Rq_j_4q __pyx_string_tab[107]
+#define __pyx_kp_b_iso88591_1_auAV1_D_C_d_2Rr_Bb_1_F_4vQc_A __pyx_string_tab[108]
+#define __pyx_kp_b_iso88591_A_1_Q_auAV1_D_C_d_2Rr_Bb_1_D_HA __pyx_string_tab[109]
 #define __pyx_int_2147483648 __pyx_number_tab[0]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
@@ -3010,8 +3018,8 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<103; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<5; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<110; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -3041,8 +3049,8 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_pop.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<103; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<5; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<110; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -11070,8 +11078,8 @@ static Py_ssize_t __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__data_start(
  * 
  * 
  * def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefix, convert_whole):             # <<<<<<<<<<<<<<
- *     """The 0-9-1 view of the entries of a stream chunk's data ``data[pos:end]`` (osiris
- *     entries: ``0 | 31-bit size | AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of
+ *     """As ``chunk_view.chunk_to_091`` (its pure-Python oracle): the 0-9-1 view of the
+ *     entries of a stream chunk's data ``data[pos:end]`` (osiris entries: ``0 | 31-bit size |
 */
 
 /* Python wrapper */
@@ -11082,7 +11090,7 @@ PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_091, "The 0-9-1 view of the entries of a stream chunk\047s data ``data[pos:end]`` (osiris\n    entries: ``0 | 31-bit size | AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of\n    ``(enc, props_raw, body)``, one per record.\n\n    A message whose last and only body section is one data section is split there: the bytes\n    before it (the prefix) are looked up in ``cache`` (prefix -> ``(enc, props_raw)``), and on\n    a miss ``convert_prefix(prefix, message)`` gives them (stored in ``cache``). Other\n    messages, and sub-batch entries, go to ``convert_whole(entry bytes, is_sub_batch)``,\n    which returns a list of ``(enc, props_raw, body)``. Consecutive equal prefixes give the\n    same ``enc`` / ``props_raw`` objects. Raises what the callbacks raise, and ValueError for\n    an entry that runs past ``end``.");
+PyDoc_STRVAR(__pyx_doc_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_091, "As ``chunk_view.chunk_to_091`` (its pure-Python oracle): the 0-9-1 view of the\n    entries of a stream chunk\047s data ``data[pos:end]`` (osiris entries: ``0 | 31-bit size |\n    AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of ``(enc, props_raw, body)``,\n    one per record.\n\n    A message whose last and only body section is one data section is split there: the bytes\n    before it (the prefix) are looked up in ``cache`` (prefix -> ``(enc, props_raw)``), and on\n    a miss ``convert_prefix(prefix, message)`` gives them (stored in ``cache``). Other\n    messages, and sub-batch entries, go to ``convert_whole(entry bytes, is_sub_batch)``,\n    which returns a list of ``(enc, props_raw, body)``. Consecutive equal prefixes give the\n    same ``enc`` / ``props_raw`` objects. Raises what the callbacks raise, and ValueError for\n    an entry that runs past ``end``.");
 static PyMethodDef __pyx_mdef_10spark_amqp_8protocol_6amqp10_9_speedups_7chunk_to_091 = {"chunk_to_091", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_10spark_amqp_8protocol_6amqp10_9_speedups_7chunk_to_091, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_091};
 static PyObject *__pyx_pw_10spark_amqp_8protocol_6amqp10_9_speedups_7chunk_to_091(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
@@ -11252,7 +11260,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
   __Pyx_RefNannySetupContext("chunk_to_091", 0);
 
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":509
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":510
  *     cdef Py_buffer view
  *     cdef const uint8_t* b
  *     cdef Py_ssize_t p = pos, n, ds, bp             # <<<<<<<<<<<<<<
@@ -11261,19 +11269,19 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
   __pyx_v_p = __pyx_v_pos;
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":511
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":512
  *     cdef Py_ssize_t p = pos, n, ds, bp
  *     cdef uint32_t head
  *     cdef list out = []             # <<<<<<<<<<<<<<
  *     cdef object last_prefix = None, last_val = None
  *     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
 */
-  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 511, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 512, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_out = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":512
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":513
  *     cdef uint32_t head
  *     cdef list out = []
  *     cdef object last_prefix = None, last_val = None             # <<<<<<<<<<<<<<
@@ -11285,17 +11293,17 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
   __Pyx_INCREF(Py_None);
   __pyx_v_last_val = Py_None;
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":513
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":514
  *     cdef list out = []
  *     cdef object last_prefix = None, last_val = None
  *     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)             # <<<<<<<<<<<<<<
  *     try:
  *         b = <const uint8_t*>view.buf
 */
-  __pyx_t_2 = PyObject_GetBuffer(__pyx_v_data, (&__pyx_v_view), PyBUF_SIMPLE); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 513, __pyx_L1_error)
+  __pyx_t_2 = PyObject_GetBuffer(__pyx_v_data, (&__pyx_v_view), PyBUF_SIMPLE); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 514, __pyx_L1_error)
 
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":514
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":515
  *     cdef object last_prefix = None, last_val = None
  *     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
  *     try:             # <<<<<<<<<<<<<<
@@ -11304,7 +11312,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
   /*try:*/ {
 
-    /* "spark_amqp/protocol/amqp10/_speedups.pyx":515
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":516
  *     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
  *     try:
  *         b = <const uint8_t*>view.buf             # <<<<<<<<<<<<<<
@@ -11313,7 +11321,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
     __pyx_v_b = ((uint8_t const *)__pyx_v_view.buf);
 
-    /* "spark_amqp/protocol/amqp10/_speedups.pyx":516
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":517
  *     try:
  *         b = <const uint8_t*>view.buf
  *         if end > view.len:             # <<<<<<<<<<<<<<
@@ -11325,7 +11333,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
     if (__pyx_t_3) {
 
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":517
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":518
  *         b = <const uint8_t*>view.buf
  *         if end > view.len:
  *             end = view.len             # <<<<<<<<<<<<<<
@@ -11336,7 +11344,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 
       __pyx_v_end = __pyx_t_4;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":516
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":517
  *     try:
  *         b = <const uint8_t*>view.buf
  *         if end > view.len:             # <<<<<<<<<<<<<<
@@ -11345,7 +11353,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
     }
 
-    /* "spark_amqp/protocol/amqp10/_speedups.pyx":518
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":519
  *         if end > view.len:
  *             end = view.len
  *         while p < end:             # <<<<<<<<<<<<<<
@@ -11358,7 +11366,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 
       if (!__pyx_t_3) break;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":519
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":520
  *             end = view.len
  *         while p < end:
  *             if p + 4 > end:             # <<<<<<<<<<<<<<
@@ -11370,7 +11378,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       if (unlikely(__pyx_t_3)) {
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":520
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":521
  *         while p < end:
  *             if p + 4 > end:
  *                 raise ValueError("chunk entry header cut short")             # <<<<<<<<<<<<<<
@@ -11383,14 +11391,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
           PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_mstate_global->__pyx_kp_u_chunk_entry_header_cut_short};
           __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
           __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-          if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 520, __pyx_L4_error)
+          if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 521, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_1);
         }
         __Pyx_Raise(__pyx_t_1, 0, 0, 0);
         __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-        __PYX_ERR(0, 520, __pyx_L4_error)
+        __PYX_ERR(0, 521, __pyx_L4_error)
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":519
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":520
  *             end = view.len
  *         while p < end:
  *             if p + 4 > end:             # <<<<<<<<<<<<<<
@@ -11399,31 +11407,31 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       }
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":521
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":522
  *             if p + 4 > end:
  *                 raise ValueError("chunk entry header cut short")
  *             head = _u32(b + p)             # <<<<<<<<<<<<<<
  *             if head & 0x80000000:
  *                 # sub-batch: 1 | compression (3) | reserved (4) | records (16) | uncompressed
 */
-      __pyx_t_7 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__u32((__pyx_v_b + __pyx_v_p)); if (unlikely(__pyx_t_7 == ((uint32_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 521, __pyx_L4_error)
+      __pyx_t_7 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__u32((__pyx_v_b + __pyx_v_p)); if (unlikely(__pyx_t_7 == ((uint32_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 522, __pyx_L4_error)
       __pyx_v_head = __pyx_t_7;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":522
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":523
  *                 raise ValueError("chunk entry header cut short")
  *             head = _u32(b + p)
  *             if head & 0x80000000:             # <<<<<<<<<<<<<<
  *                 # sub-batch: 1 | compression (3) | reserved (4) | records (16) | uncompressed
  *                 # length (32) | length (32) | data
 */
-      __pyx_t_1 = __Pyx_PyLong_From_uint32_t(__pyx_v_head); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 522, __pyx_L4_error)
+      __pyx_t_1 = __Pyx_PyLong_From_uint32_t(__pyx_v_head); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 523, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_1);
-      __pyx_t_5 = __Pyx_PyNumber_And_int_int(__pyx_t_1, __pyx_mstate_global->__pyx_int_2147483648); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 522, __pyx_L4_error)
+      __pyx_t_5 = __Pyx_PyNumber_And_int_int(__pyx_t_1, __pyx_mstate_global->__pyx_int_2147483648); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 523, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
       {
         Py_ssize_t __pyx_temp = __Pyx_PyLong_IsNonZero(__pyx_t_5);
-        if (unlikely(((!CYTHON_USE_PYLONG_INTERNALS) && __pyx_temp < 0))) __PYX_ERR(0, 522, __pyx_L4_error)
+        if (unlikely(((!CYTHON_USE_PYLONG_INTERNALS) && __pyx_temp < 0))) __PYX_ERR(0, 523, __pyx_L4_error)
         __pyx_t_3 = (__pyx_temp != 0);
       }
 
@@ -11431,7 +11439,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       if (__pyx_t_3) {
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":525
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":526
  *                 # sub-batch: 1 | compression (3) | reserved (4) | records (16) | uncompressed
  *                 # length (32) | length (32) | data
  *                 if p + 11 > end:             # <<<<<<<<<<<<<<
@@ -11443,7 +11451,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         if (unlikely(__pyx_t_3)) {
 
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":526
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":527
  *                 # length (32) | length (32) | data
  *                 if p + 11 > end:
  *                     raise ValueError("sub-batch entry header cut short")             # <<<<<<<<<<<<<<
@@ -11456,14 +11464,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
             PyObject *__pyx_callargs[2] = {__pyx_t_1, __pyx_mstate_global->__pyx_kp_u_sub_batch_entry_header_cut_short};
             __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
             __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
-            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 526, __pyx_L4_error)
+            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 527, __pyx_L4_error)
             __Pyx_GOTREF(__pyx_t_5);
           }
           __Pyx_Raise(__pyx_t_5, 0, 0, 0);
           __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-          __PYX_ERR(0, 526, __pyx_L4_error)
+          __PYX_ERR(0, 527, __pyx_L4_error)
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":525
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":526
  *                 # sub-batch: 1 | compression (3) | reserved (4) | records (16) | uncompressed
  *                 # length (32) | length (32) | data
  *                 if p + 11 > end:             # <<<<<<<<<<<<<<
@@ -11472,17 +11480,17 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         }
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":527
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":528
  *                 if p + 11 > end:
  *                     raise ValueError("sub-batch entry header cut short")
  *                 n = _u32(b + p + 7)             # <<<<<<<<<<<<<<
  *                 if p + 11 + n > end:
  *                     raise ValueError("sub-batch entry runs past the chunk")
 */
-        __pyx_t_7 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__u32(((__pyx_v_b + __pyx_v_p) + 7)); if (unlikely(__pyx_t_7 == ((uint32_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 527, __pyx_L4_error)
+        __pyx_t_7 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__u32(((__pyx_v_b + __pyx_v_p) + 7)); if (unlikely(__pyx_t_7 == ((uint32_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 528, __pyx_L4_error)
         __pyx_v_n = __pyx_t_7;
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":528
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":529
  *                     raise ValueError("sub-batch entry header cut short")
  *                 n = _u32(b + p + 7)
  *                 if p + 11 + n > end:             # <<<<<<<<<<<<<<
@@ -11494,7 +11502,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         if (unlikely(__pyx_t_3)) {
 
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":529
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":530
  *                 n = _u32(b + p + 7)
  *                 if p + 11 + n > end:
  *                     raise ValueError("sub-batch entry runs past the chunk")             # <<<<<<<<<<<<<<
@@ -11507,14 +11515,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
             PyObject *__pyx_callargs[2] = {__pyx_t_1, __pyx_mstate_global->__pyx_kp_u_sub_batch_entry_runs_past_the_ch};
             __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
             __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
-            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 529, __pyx_L4_error)
+            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 530, __pyx_L4_error)
             __Pyx_GOTREF(__pyx_t_5);
           }
           __Pyx_Raise(__pyx_t_5, 0, 0, 0);
           __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-          __PYX_ERR(0, 529, __pyx_L4_error)
+          __PYX_ERR(0, 530, __pyx_L4_error)
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":528
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":529
  *                     raise ValueError("sub-batch entry header cut short")
  *                 n = _u32(b + p + 7)
  *                 if p + 11 + n > end:             # <<<<<<<<<<<<<<
@@ -11523,7 +11531,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         }
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":530
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":531
  *                 if p + 11 + n > end:
  *                     raise ValueError("sub-batch entry runs past the chunk")
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), 11 + n), True))             # <<<<<<<<<<<<<<
@@ -11533,7 +11541,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         __pyx_t_1 = NULL;
         __Pyx_INCREF(__pyx_v_convert_whole);
         __pyx_t_8 = __pyx_v_convert_whole; 
-        __pyx_t_9 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), (11 + __pyx_v_n)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 530, __pyx_L4_error)
+        __pyx_t_9 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), (11 + __pyx_v_n)); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 531, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_9);
         __pyx_t_6 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -11553,14 +11561,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
           __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
           __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
           __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 530, __pyx_L4_error)
+          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 531, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_5);
         }
-        __pyx_t_10 = __Pyx_PyList_Extend(__pyx_v_out, __pyx_t_5); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 530, __pyx_L4_error)
+        __pyx_t_10 = __Pyx_PyList_Extend(__pyx_v_out, __pyx_t_5); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 531, __pyx_L4_error)
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":531
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":532
  *                     raise ValueError("sub-batch entry runs past the chunk")
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), 11 + n), True))
  *                 p += 11 + n             # <<<<<<<<<<<<<<
@@ -11569,7 +11577,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         __pyx_v_p = (__pyx_v_p + (11 + __pyx_v_n));
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":532
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":533
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), 11 + n), True))
  *                 p += 11 + n
  *                 continue             # <<<<<<<<<<<<<<
@@ -11578,7 +11586,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         goto __pyx_L7_continue;
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":522
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":523
  *                 raise ValueError("chunk entry header cut short")
  *             head = _u32(b + p)
  *             if head & 0x80000000:             # <<<<<<<<<<<<<<
@@ -11587,7 +11595,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       }
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":533
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":534
  *                 p += 11 + n
  *                 continue
  *             n = head             # <<<<<<<<<<<<<<
@@ -11596,7 +11604,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       __pyx_v_n = __pyx_v_head;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":534
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":535
  *                 continue
  *             n = head
  *             p += 4             # <<<<<<<<<<<<<<
@@ -11605,7 +11613,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       __pyx_v_p = (__pyx_v_p + 4);
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":535
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":536
  *             n = head
  *             p += 4
  *             if p + n > end:             # <<<<<<<<<<<<<<
@@ -11617,7 +11625,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       if (unlikely(__pyx_t_3)) {
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":536
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":537
  *             p += 4
  *             if p + n > end:
  *                 raise ValueError("chunk entry runs past the chunk")             # <<<<<<<<<<<<<<
@@ -11630,14 +11638,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
           PyObject *__pyx_callargs[2] = {__pyx_t_8, __pyx_mstate_global->__pyx_kp_u_chunk_entry_runs_past_the_chunk};
           __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_6, (2-__pyx_t_6) | (__pyx_t_6*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
           __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
-          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 536, __pyx_L4_error)
+          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 537, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_5);
         }
         __Pyx_Raise(__pyx_t_5, 0, 0, 0);
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-        __PYX_ERR(0, 536, __pyx_L4_error)
+        __PYX_ERR(0, 537, __pyx_L4_error)
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":535
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":536
  *             n = head
  *             p += 4
  *             if p + n > end:             # <<<<<<<<<<<<<<
@@ -11646,17 +11654,17 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       }
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":537
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":538
  *             if p + n > end:
  *                 raise ValueError("chunk entry runs past the chunk")
  *             ds = _data_start(b, p, p + n, &bp)             # <<<<<<<<<<<<<<
  *             if ds < 0:
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), n), False))
 */
-      __pyx_t_4 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__data_start(__pyx_v_b, __pyx_v_p, (__pyx_v_p + __pyx_v_n), (&__pyx_v_bp)); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-2L))) __PYX_ERR(0, 537, __pyx_L4_error)
+      __pyx_t_4 = __pyx_f_10spark_amqp_8protocol_6amqp10_9_speedups__data_start(__pyx_v_b, __pyx_v_p, (__pyx_v_p + __pyx_v_n), (&__pyx_v_bp)); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-2L))) __PYX_ERR(0, 538, __pyx_L4_error)
       __pyx_v_ds = __pyx_t_4;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":538
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":539
  *                 raise ValueError("chunk entry runs past the chunk")
  *             ds = _data_start(b, p, p + n, &bp)
  *             if ds < 0:             # <<<<<<<<<<<<<<
@@ -11668,7 +11676,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       if (__pyx_t_3) {
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":539
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":540
  *             ds = _data_start(b, p, p + n, &bp)
  *             if ds < 0:
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), n), False))             # <<<<<<<<<<<<<<
@@ -11678,7 +11686,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         __pyx_t_8 = NULL;
         __Pyx_INCREF(__pyx_v_convert_whole);
         __pyx_t_9 = __pyx_v_convert_whole; 
-        __pyx_t_1 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), __pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 539, __pyx_L4_error)
+        __pyx_t_1 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), __pyx_v_n); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 540, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_1);
         __pyx_t_6 = 1;
         #if CYTHON_UNPACK_METHODS
@@ -11698,14 +11706,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
           __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
           __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
           __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 539, __pyx_L4_error)
+          if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 540, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_5);
         }
-        __pyx_t_10 = __Pyx_PyList_Extend(__pyx_v_out, __pyx_t_5); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 539, __pyx_L4_error)
+        __pyx_t_10 = __Pyx_PyList_Extend(__pyx_v_out, __pyx_t_5); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 540, __pyx_L4_error)
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":540
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":541
  *             if ds < 0:
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), n), False))
  *                 p += n             # <<<<<<<<<<<<<<
@@ -11714,7 +11722,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         __pyx_v_p = (__pyx_v_p + __pyx_v_n);
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":541
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":542
  *                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), n), False))
  *                 p += n
  *                 continue             # <<<<<<<<<<<<<<
@@ -11723,7 +11731,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         goto __pyx_L7_continue;
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":538
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":539
  *                 raise ValueError("chunk entry runs past the chunk")
  *             ds = _data_start(b, p, p + n, &bp)
  *             if ds < 0:             # <<<<<<<<<<<<<<
@@ -11732,19 +11740,19 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
       }
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":542
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":543
  *                 p += n
  *                 continue
  *             prefix = PyBytes_FromStringAndSize(<const char*>(b + p), ds - p)             # <<<<<<<<<<<<<<
  *             if last_prefix is not None and prefix == last_prefix:
  *                 val = last_val
 */
-      __pyx_t_5 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), (__pyx_v_ds - __pyx_v_p)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 542, __pyx_L4_error)
+      __pyx_t_5 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), (__pyx_v_ds - __pyx_v_p)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 543, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_XDECREF_SET(__pyx_v_prefix, ((PyObject*)__pyx_t_5));
       __pyx_t_5 = 0;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":543
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":544
  *                 continue
  *             prefix = PyBytes_FromStringAndSize(<const char*>(b + p), ds - p)
  *             if last_prefix is not None and prefix == last_prefix:             # <<<<<<<<<<<<<<
@@ -11760,7 +11768,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 
         goto __pyx_L16_bool_binop_done;
       }
-      __pyx_t_11 = __Pyx_PyObject_CompareBoolEq_bytes_object(__pyx_v_prefix, __pyx_v_last_prefix, Py_EQ); if (unlikely((__pyx_t_11 < 0))) __PYX_ERR(0, 543, __pyx_L4_error)
+      __pyx_t_11 = __Pyx_PyObject_CompareBoolEq_bytes_object(__pyx_v_prefix, __pyx_v_last_prefix, Py_EQ); if (unlikely((__pyx_t_11 < 0))) __PYX_ERR(0, 544, __pyx_L4_error)
 
       __pyx_t_3 = __pyx_t_11;
 
@@ -11768,7 +11776,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       if (__pyx_t_3) {
 
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":544
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":545
  *             prefix = PyBytes_FromStringAndSize(<const char*>(b + p), ds - p)
  *             if last_prefix is not None and prefix == last_prefix:
  *                 val = last_val             # <<<<<<<<<<<<<<
@@ -11778,7 +11786,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         __Pyx_INCREF(__pyx_v_last_val);
         __Pyx_XDECREF_SET(__pyx_v_val, __pyx_v_last_val);
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":543
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":544
  *                 continue
  *             prefix = PyBytes_FromStringAndSize(<const char*>(b + p), ds - p)
  *             if last_prefix is not None and prefix == last_prefix:             # <<<<<<<<<<<<<<
@@ -11788,7 +11796,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         goto __pyx_L15;
       }
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":546
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":547
  *                 val = last_val
  *             else:
  *                 val = cache.get(prefix)             # <<<<<<<<<<<<<<
@@ -11798,14 +11806,14 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       /*else*/ {
         if (unlikely(__pyx_v_cache == Py_None)) {
           PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "get");
-          __PYX_ERR(0, 546, __pyx_L4_error)
+          __PYX_ERR(0, 547, __pyx_L4_error)
         }
-        __pyx_t_5 = __Pyx_PyDict_GetItemDefault(__pyx_v_cache, __pyx_v_prefix, Py_None); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 546, __pyx_L4_error)
+        __pyx_t_5 = __Pyx_PyDict_GetItemDefault(__pyx_v_cache, __pyx_v_prefix, Py_None); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 547, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_5);
         __Pyx_XDECREF_SET(__pyx_v_val, __pyx_t_5);
         __pyx_t_5 = 0;
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":547
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":548
  *             else:
  *                 val = cache.get(prefix)
  *                 if val is None:             # <<<<<<<<<<<<<<
@@ -11816,7 +11824,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         if (__pyx_t_3) {
 
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":548
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":549
  *                 val = cache.get(prefix)
  *                 if val is None:
  *                     val = convert_prefix(prefix, PyBytes_FromStringAndSize(<const char*>(b + p), n))             # <<<<<<<<<<<<<<
@@ -11826,7 +11834,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
           __pyx_t_9 = NULL;
           __Pyx_INCREF(__pyx_v_convert_prefix);
           __pyx_t_1 = __pyx_v_convert_prefix; 
-          __pyx_t_8 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), __pyx_v_n); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 548, __pyx_L4_error)
+          __pyx_t_8 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_p)), __pyx_v_n); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 549, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_8);
           __pyx_t_6 = 1;
           #if CYTHON_UNPACK_METHODS
@@ -11846,13 +11854,13 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
             __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
             __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
             __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 548, __pyx_L4_error)
+            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 549, __pyx_L4_error)
             __Pyx_GOTREF(__pyx_t_5);
           }
           __Pyx_DECREF_SET(__pyx_v_val, __pyx_t_5);
           __pyx_t_5 = 0;
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":549
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":550
  *                 if val is None:
  *                     val = convert_prefix(prefix, PyBytes_FromStringAndSize(<const char*>(b + p), n))
  *                     cache[prefix] = val             # <<<<<<<<<<<<<<
@@ -11861,11 +11869,11 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
           if (unlikely(__pyx_v_cache == Py_None)) {
             PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-            __PYX_ERR(0, 549, __pyx_L4_error)
+            __PYX_ERR(0, 550, __pyx_L4_error)
           }
-          if (unlikely((PyDict_SetItem(__pyx_v_cache, __pyx_v_prefix, __pyx_v_val) < 0))) __PYX_ERR(0, 549, __pyx_L4_error)
+          if (unlikely((PyDict_SetItem(__pyx_v_cache, __pyx_v_prefix, __pyx_v_val) < 0))) __PYX_ERR(0, 550, __pyx_L4_error)
 
-          /* "spark_amqp/protocol/amqp10/_speedups.pyx":547
+          /* "spark_amqp/protocol/amqp10/_speedups.pyx":548
  *             else:
  *                 val = cache.get(prefix)
  *                 if val is None:             # <<<<<<<<<<<<<<
@@ -11874,7 +11882,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
 */
         }
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":550
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":551
  *                     val = convert_prefix(prefix, PyBytes_FromStringAndSize(<const char*>(b + p), n))
  *                     cache[prefix] = val
  *                 last_prefix = prefix             # <<<<<<<<<<<<<<
@@ -11884,7 +11892,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
         __Pyx_INCREF(__pyx_v_prefix);
         __Pyx_DECREF_SET(__pyx_v_last_prefix, __pyx_v_prefix);
 
-        /* "spark_amqp/protocol/amqp10/_speedups.pyx":551
+        /* "spark_amqp/protocol/amqp10/_speedups.pyx":552
  *                     cache[prefix] = val
  *                 last_prefix = prefix
  *                 last_val = val             # <<<<<<<<<<<<<<
@@ -11896,35 +11904,35 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       }
       __pyx_L15:;
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":552
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":553
  *                 last_prefix = prefix
  *                 last_val = val
  *             out.append((val[0], val[1], PyBytes_FromStringAndSize(<const char*>(b + bp), p + n - bp)))             # <<<<<<<<<<<<<<
  *             p += n
  *         return out
 */
-      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_val, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 552, __pyx_L4_error)
+      __pyx_t_5 = __Pyx_GetItemInt(__pyx_v_val, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 553, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_val, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 552, __pyx_L4_error)
+      __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_val, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 553, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_1);
-      __pyx_t_8 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_bp)), ((__pyx_v_p + __pyx_v_n) - __pyx_v_bp)); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 552, __pyx_L4_error)
+      __pyx_t_8 = PyBytes_FromStringAndSize(((char const *)(__pyx_v_b + __pyx_v_bp)), ((__pyx_v_p + __pyx_v_n) - __pyx_v_bp)); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 553, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __pyx_t_9 = PyTuple_New(3); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 552, __pyx_L4_error)
+      __pyx_t_9 = PyTuple_New(3); if (unlikely(!__pyx_t_9)) __PYX_ERR(0, 553, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_GIVEREF(__pyx_t_5);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 0, __pyx_t_5) != (0)) __PYX_ERR(0, 552, __pyx_L4_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 0, __pyx_t_5) != (0)) __PYX_ERR(0, 553, __pyx_L4_error);
       __Pyx_GIVEREF(__pyx_t_1);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 1, __pyx_t_1) != (0)) __PYX_ERR(0, 552, __pyx_L4_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 1, __pyx_t_1) != (0)) __PYX_ERR(0, 553, __pyx_L4_error);
       __Pyx_GIVEREF(__pyx_t_8);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 552, __pyx_L4_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_9, 2, __pyx_t_8) != (0)) __PYX_ERR(0, 553, __pyx_L4_error);
       __pyx_t_5 = 0;
       __pyx_t_1 = 0;
       __pyx_t_8 = 0;
-      __pyx_t_10 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 552, __pyx_L4_error)
+      __pyx_t_10 = __Pyx_PyList_Append(__pyx_v_out, __pyx_t_9); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(0, 553, __pyx_L4_error)
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
 
 
-      /* "spark_amqp/protocol/amqp10/_speedups.pyx":553
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":554
  *                 last_val = val
  *             out.append((val[0], val[1], PyBytes_FromStringAndSize(<const char*>(b + bp), p + n - bp)))
  *             p += n             # <<<<<<<<<<<<<<
@@ -11935,7 +11943,7 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
       __pyx_L7_continue:;
     }
 
-    /* "spark_amqp/protocol/amqp10/_speedups.pyx":554
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":555
  *             out.append((val[0], val[1], PyBytes_FromStringAndSize(<const char*>(b + bp), p + n - bp)))
  *             p += n
  *         return out             # <<<<<<<<<<<<<<
@@ -11954,10 +11962,12 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
     goto __pyx_L3_return;
   }
 
-  /* "spark_amqp/protocol/amqp10/_speedups.pyx":556
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":557
  *         return out
  *     finally:
  *         PyBuffer_Release(&view)             # <<<<<<<<<<<<<<
+ * 
+ * 
 */
   /*finally:*/ {
     __pyx_L4_error:;
@@ -12007,8 +12017,8 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
  * 
  * 
  * def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefix, convert_whole):             # <<<<<<<<<<<<<<
- *     """The 0-9-1 view of the entries of a stream chunk's data ``data[pos:end]`` (osiris
- *     entries: ``0 | 31-bit size | AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of
+ *     """As ``chunk_view.chunk_to_091`` (its pure-Python oracle): the 0-9-1 view of the
+ *     entries of a stream chunk's data ``data[pos:end]`` (osiris entries: ``0 | 31-bit size |
 */
 
   /* function exit code */
@@ -12032,6 +12042,516 @@ static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_6chunk_to_09
   __Pyx_XDECREF(__pyx_v_last_val);
   __Pyx_XDECREF(__pyx_v_prefix);
   __Pyx_XDECREF(__pyx_v_val);
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "spark_amqp/protocol/amqp10/_speedups.pyx":563
+ * 
+ * 
+ * def data_entry(bytes prefix, body, Py_ssize_t short_max):             # <<<<<<<<<<<<<<
+ *     """As ``convert.data_entry``: ``size (u32) | prefix | data section of body`` in one
+ *     allocation (the osiris simple entry of a 0-9-1 message stored in a stream)."""
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_10spark_amqp_8protocol_6amqp10_9_speedups_9data_entry(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_10spark_amqp_8protocol_6amqp10_9_speedups_8data_entry, "As ``convert.data_entry``: ``size (u32) | prefix | data section of body`` in one\n    allocation (the osiris simple entry of a 0-9-1 message stored in a stream).");
+static PyMethodDef __pyx_mdef_10spark_amqp_8protocol_6amqp10_9_speedups_9data_entry = {"data_entry", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_10spark_amqp_8protocol_6amqp10_9_speedups_9data_entry, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_10spark_amqp_8protocol_6amqp10_9_speedups_8data_entry};
+static PyObject *__pyx_pw_10spark_amqp_8protocol_6amqp10_9_speedups_9data_entry(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_prefix = 0;
+  PyObject *__pyx_v_body = 0;
+  Py_ssize_t __pyx_v_short_max;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[3] = {0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("data_entry (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_prefix,&__pyx_mstate_global->__pyx_n_u_body,&__pyx_mstate_global->__pyx_n_u_short_max,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 563, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  3:
+        values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 563, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 563, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 563, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "data_entry", 0) < (0)) __PYX_ERR(0, 563, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("data_entry", 1, 3, 3, i); __PYX_ERR(0, 563, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 3)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 563, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 563, __pyx_L3_error)
+      values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 563, __pyx_L3_error)
+    }
+    __pyx_v_prefix = ((PyObject*)values[0]);
+    __pyx_v_body = values[1];
+    __pyx_v_short_max = __Pyx_PyIndex_AsSsize_t(values[2]); if (unlikely((__pyx_v_short_max == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(0, 563, __pyx_L3_error)
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("data_entry", 1, 3, 3, __pyx_nargs); __PYX_ERR(0, 563, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("spark_amqp.protocol.amqp10._speedups.data_entry", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_prefix), (&PyBytes_Type), 1, "prefix", 1))) __PYX_ERR(0, 563, __pyx_L1_error)
+  __pyx_r = __pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_8data_entry(__pyx_self, __pyx_v_prefix, __pyx_v_body, __pyx_v_short_max);
+
+  /* function exit code */
+  goto __pyx_L0;
+  __pyx_L1_error:;
+  __pyx_r = NULL;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  goto __pyx_L7_cleaned_up;
+  __pyx_L0:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __pyx_L7_cleaned_up:;
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_10spark_amqp_8protocol_6amqp10_9_speedups_8data_entry(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_prefix, PyObject *__pyx_v_body, Py_ssize_t __pyx_v_short_max) {
+  Py_buffer __pyx_v_view;
+  Py_ssize_t __pyx_v_n;
+  Py_ssize_t __pyx_v_hl;
+  Py_ssize_t __pyx_v_total;
+  Py_ssize_t __pyx_v_pl;
+  PyObject *__pyx_v_out = 0;
+  unsigned char *__pyx_v_d;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  Py_ssize_t __pyx_t_1;
+  int __pyx_t_2;
+  int __pyx_t_3;
+  PyObject *__pyx_t_4 = NULL;
+  int __pyx_t_5;
+  char const *__pyx_t_6;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  PyObject *__pyx_t_11 = NULL;
+  PyObject *__pyx_t_12 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("data_entry", 0);
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":567
+ *     allocation (the osiris simple entry of a 0-9-1 message stored in a stream)."""
+ *     cdef Py_buffer view
+ *     cdef Py_ssize_t n, hl, total, pl = len(prefix)             # <<<<<<<<<<<<<<
+ *     cdef bytes out
+ *     cdef unsigned char* d
+*/
+  if (unlikely(__pyx_v_prefix == Py_None)) {
+    PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
+    __PYX_ERR(0, 567, __pyx_L1_error)
+  }
+  __pyx_t_1 = __Pyx_PyBytes_GET_SIZE(__pyx_v_prefix); if (unlikely(__pyx_t_1 == ((Py_ssize_t)-1))) __PYX_ERR(0, 567, __pyx_L1_error)
+  __pyx_v_pl = __pyx_t_1;
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":570
+ *     cdef bytes out
+ *     cdef unsigned char* d
+ *     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)             # <<<<<<<<<<<<<<
+ *     try:
+ *         n = view.len
+*/
+  __pyx_t_2 = PyObject_GetBuffer(__pyx_v_body, (&__pyx_v_view), PyBUF_SIMPLE); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 570, __pyx_L1_error)
+
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":571
+ *     cdef unsigned char* d
+ *     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+ *     try:             # <<<<<<<<<<<<<<
+ *         n = view.len
+ *         hl = 5 if n <= short_max else 8
+*/
+  /*try:*/ {
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":572
+ *     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+ *     try:
+ *         n = view.len             # <<<<<<<<<<<<<<
+ *         hl = 5 if n <= short_max else 8
+ *         total = pl + hl + n
+*/
+    __pyx_t_1 = __pyx_v_view.len;
+
+    __pyx_v_n = __pyx_t_1;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":573
+ *     try:
+ *         n = view.len
+ *         hl = 5 if n <= short_max else 8             # <<<<<<<<<<<<<<
+ *         total = pl + hl + n
+ *         out = PyBytes_FromStringAndSize(NULL, 4 + total)
+*/
+    __pyx_t_3 = (__pyx_v_n <= __pyx_v_short_max);
+
+    if (__pyx_t_3) {
+
+      __pyx_t_1 = 5;
+    } else {
+
+      __pyx_t_1 = 8;
+    }
+
+    __pyx_v_hl = __pyx_t_1;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":574
+ *         n = view.len
+ *         hl = 5 if n <= short_max else 8
+ *         total = pl + hl + n             # <<<<<<<<<<<<<<
+ *         out = PyBytes_FromStringAndSize(NULL, 4 + total)
+ *         d = <unsigned char*>PyBytes_AS_STRING(out)
+*/
+    __pyx_v_total = ((__pyx_v_pl + __pyx_v_hl) + __pyx_v_n);
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":575
+ *         hl = 5 if n <= short_max else 8
+ *         total = pl + hl + n
+ *         out = PyBytes_FromStringAndSize(NULL, 4 + total)             # <<<<<<<<<<<<<<
+ *         d = <unsigned char*>PyBytes_AS_STRING(out)
+ *         d[0] = (total >> 24) & 0xFF
+*/
+    __pyx_t_4 = PyBytes_FromStringAndSize(NULL, (4 + __pyx_v_total)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 575, __pyx_L4_error)
+    __Pyx_GOTREF(__pyx_t_4);
+    __pyx_v_out = ((PyObject*)__pyx_t_4);
+    __pyx_t_4 = 0;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":576
+ *         total = pl + hl + n
+ *         out = PyBytes_FromStringAndSize(NULL, 4 + total)
+ *         d = <unsigned char*>PyBytes_AS_STRING(out)             # <<<<<<<<<<<<<<
+ *         d[0] = (total >> 24) & 0xFF
+ *         d[1] = (total >> 16) & 0xFF
+*/
+    __pyx_v_d = ((unsigned char *)PyBytes_AS_STRING(__pyx_v_out));
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":577
+ *         out = PyBytes_FromStringAndSize(NULL, 4 + total)
+ *         d = <unsigned char*>PyBytes_AS_STRING(out)
+ *         d[0] = (total >> 24) & 0xFF             # <<<<<<<<<<<<<<
+ *         d[1] = (total >> 16) & 0xFF
+ *         d[2] = (total >> 8) & 0xFF
+*/
+    (__pyx_v_d[0]) = ((__pyx_v_total >> 24) & 0xFF);
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":578
+ *         d = <unsigned char*>PyBytes_AS_STRING(out)
+ *         d[0] = (total >> 24) & 0xFF
+ *         d[1] = (total >> 16) & 0xFF             # <<<<<<<<<<<<<<
+ *         d[2] = (total >> 8) & 0xFF
+ *         d[3] = total & 0xFF
+*/
+    (__pyx_v_d[1]) = ((__pyx_v_total >> 16) & 0xFF);
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":579
+ *         d[0] = (total >> 24) & 0xFF
+ *         d[1] = (total >> 16) & 0xFF
+ *         d[2] = (total >> 8) & 0xFF             # <<<<<<<<<<<<<<
+ *         d[3] = total & 0xFF
+ *         memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)
+*/
+    (__pyx_v_d[2]) = ((__pyx_v_total >> 8) & 0xFF);
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":580
+ *         d[1] = (total >> 16) & 0xFF
+ *         d[2] = (total >> 8) & 0xFF
+ *         d[3] = total & 0xFF             # <<<<<<<<<<<<<<
+ *         memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)
+ *         d += 4 + pl
+*/
+    (__pyx_v_d[3]) = (__pyx_v_total & 0xFF);
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":581
+ *         d[2] = (total >> 8) & 0xFF
+ *         d[3] = total & 0xFF
+ *         memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)             # <<<<<<<<<<<<<<
+ *         d += 4 + pl
+ *         d[0] = 0x00
+*/
+    (void)(memcpy((__pyx_v_d + 4), PyBytes_AS_STRING(__pyx_v_prefix), __pyx_v_pl));
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":582
+ *         d[3] = total & 0xFF
+ *         memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)
+ *         d += 4 + pl             # <<<<<<<<<<<<<<
+ *         d[0] = 0x00
+ *         d[1] = 0x53
+*/
+    __pyx_v_d = (__pyx_v_d + (4 + __pyx_v_pl));
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":583
+ *         memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)
+ *         d += 4 + pl
+ *         d[0] = 0x00             # <<<<<<<<<<<<<<
+ *         d[1] = 0x53
+ *         d[2] = 0x75
+*/
+    (__pyx_v_d[0]) = 0x00;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":584
+ *         d += 4 + pl
+ *         d[0] = 0x00
+ *         d[1] = 0x53             # <<<<<<<<<<<<<<
+ *         d[2] = 0x75
+ *         if hl == 5:
+*/
+    (__pyx_v_d[1]) = 0x53;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":585
+ *         d[0] = 0x00
+ *         d[1] = 0x53
+ *         d[2] = 0x75             # <<<<<<<<<<<<<<
+ *         if hl == 5:
+ *             d[3] = 0xa0
+*/
+    (__pyx_v_d[2]) = 0x75;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":586
+ *         d[1] = 0x53
+ *         d[2] = 0x75
+ *         if hl == 5:             # <<<<<<<<<<<<<<
+ *             d[3] = 0xa0
+ *             d[4] = n
+*/
+    __pyx_t_3 = (__pyx_v_hl == 5);
+
+    if (__pyx_t_3) {
+
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":587
+ *         d[2] = 0x75
+ *         if hl == 5:
+ *             d[3] = 0xa0             # <<<<<<<<<<<<<<
+ *             d[4] = n
+ *         else:
+*/
+      (__pyx_v_d[3]) = 0xa0;
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":588
+ *         if hl == 5:
+ *             d[3] = 0xa0
+ *             d[4] = n             # <<<<<<<<<<<<<<
+ *         else:
+ *             d[3] = 0xb0
+*/
+      (__pyx_v_d[4]) = __pyx_v_n;
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":586
+ *         d[1] = 0x53
+ *         d[2] = 0x75
+ *         if hl == 5:             # <<<<<<<<<<<<<<
+ *             d[3] = 0xa0
+ *             d[4] = n
+*/
+      goto __pyx_L6;
+    }
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":590
+ *             d[4] = n
+ *         else:
+ *             d[3] = 0xb0             # <<<<<<<<<<<<<<
+ *             d[4] = (n >> 24) & 0xFF
+ *             d[5] = (n >> 16) & 0xFF
+*/
+    /*else*/ {
+      (__pyx_v_d[3]) = 0xb0;
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":591
+ *         else:
+ *             d[3] = 0xb0
+ *             d[4] = (n >> 24) & 0xFF             # <<<<<<<<<<<<<<
+ *             d[5] = (n >> 16) & 0xFF
+ *             d[6] = (n >> 8) & 0xFF
+*/
+      (__pyx_v_d[4]) = ((__pyx_v_n >> 24) & 0xFF);
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":592
+ *             d[3] = 0xb0
+ *             d[4] = (n >> 24) & 0xFF
+ *             d[5] = (n >> 16) & 0xFF             # <<<<<<<<<<<<<<
+ *             d[6] = (n >> 8) & 0xFF
+ *             d[7] = n & 0xFF
+*/
+      (__pyx_v_d[5]) = ((__pyx_v_n >> 16) & 0xFF);
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":593
+ *             d[4] = (n >> 24) & 0xFF
+ *             d[5] = (n >> 16) & 0xFF
+ *             d[6] = (n >> 8) & 0xFF             # <<<<<<<<<<<<<<
+ *             d[7] = n & 0xFF
+ *         memcpy(d + hl, view.buf, n)
+*/
+      (__pyx_v_d[6]) = ((__pyx_v_n >> 8) & 0xFF);
+
+      /* "spark_amqp/protocol/amqp10/_speedups.pyx":594
+ *             d[5] = (n >> 16) & 0xFF
+ *             d[6] = (n >> 8) & 0xFF
+ *             d[7] = n & 0xFF             # <<<<<<<<<<<<<<
+ *         memcpy(d + hl, view.buf, n)
+ *         return out
+*/
+      (__pyx_v_d[7]) = (__pyx_v_n & 0xFF);
+    }
+    __pyx_L6:;
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":595
+ *             d[6] = (n >> 8) & 0xFF
+ *             d[7] = n & 0xFF
+ *         memcpy(d + hl, view.buf, n)             # <<<<<<<<<<<<<<
+ *         return out
+ *     finally:
+*/
+    (void)(memcpy((__pyx_v_d + __pyx_v_hl), __pyx_v_view.buf, __pyx_v_n));
+
+    /* "spark_amqp/protocol/amqp10/_speedups.pyx":596
+ *             d[7] = n & 0xFF
+ *         memcpy(d + hl, view.buf, n)
+ *         return out             # <<<<<<<<<<<<<<
+ *     finally:
+ *         PyBuffer_Release(&view)
+*/
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __Pyx_INCREF(__pyx_v_out);
+        __pyx_r = __pyx_v_out;
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    goto __pyx_L3_return;
+  }
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":598
+ *         return out
+ *     finally:
+ *         PyBuffer_Release(&view)             # <<<<<<<<<<<<<<
+*/
+  /*finally:*/ {
+    __pyx_L4_error:;
+    /*exception exit:*/{
+      __Pyx_PyThreadState_declare
+      __Pyx_PyThreadState_assign
+      __pyx_t_7 = 0; __pyx_t_8 = 0; __pyx_t_9 = 0; __pyx_t_10 = 0; __pyx_t_11 = 0; __pyx_t_12 = 0;
+      __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
+       __Pyx_ExceptionSwap(&__pyx_t_10, &__pyx_t_11, &__pyx_t_12);
+      if ( unlikely(__Pyx_GetException(&__pyx_t_7, &__pyx_t_8, &__pyx_t_9) < 0)) __Pyx_ErrFetch(&__pyx_t_7, &__pyx_t_8, &__pyx_t_9);
+      __Pyx_XGOTREF(__pyx_t_7);
+      __Pyx_XGOTREF(__pyx_t_8);
+      __Pyx_XGOTREF(__pyx_t_9);
+      __Pyx_XGOTREF(__pyx_t_10);
+      __Pyx_XGOTREF(__pyx_t_11);
+      __Pyx_XGOTREF(__pyx_t_12);
+      __pyx_t_2 = __pyx_lineno; __pyx_t_5 = __pyx_clineno; __pyx_t_6 = __pyx_filename;
+      {
+        PyBuffer_Release((&__pyx_v_view));
+      }
+      __Pyx_XGIVEREF(__pyx_t_10);
+      __Pyx_XGIVEREF(__pyx_t_11);
+      __Pyx_XGIVEREF(__pyx_t_12);
+      __Pyx_ExceptionReset(__pyx_t_10, __pyx_t_11, __pyx_t_12);
+      __Pyx_XGIVEREF(__pyx_t_7);
+      __Pyx_XGIVEREF(__pyx_t_8);
+      __Pyx_XGIVEREF(__pyx_t_9);
+      __Pyx_ErrRestore(__pyx_t_7, __pyx_t_8, __pyx_t_9);
+      __pyx_t_7 = 0; __pyx_t_8 = 0; __pyx_t_9 = 0; __pyx_t_10 = 0; __pyx_t_11 = 0; __pyx_t_12 = 0;
+      __pyx_lineno = __pyx_t_2; __pyx_clineno = __pyx_t_5; __pyx_filename = __pyx_t_6;
+      goto __pyx_L1_error;
+    }
+    __pyx_L3_return: {
+      __pyx_t_12 = __pyx_r;
+      __pyx_r = 0;
+      PyBuffer_Release((&__pyx_v_view));
+      __pyx_r = __pyx_t_12;
+      __pyx_t_12 = 0;
+      goto __pyx_L0;
+    }
+  }
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":563
+ * 
+ * 
+ * def data_entry(bytes prefix, body, Py_ssize_t short_max):             # <<<<<<<<<<<<<<
+ *     """As ``convert.data_entry``: ``size (u32) | prefix | data section of body`` in one
+ *     allocation (the osiris simple entry of a 0-9-1 message stored in a stream)."""
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_AddTraceback("spark_amqp.protocol.amqp10._speedups.data_entry", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+
+
+
+  __Pyx_XDECREF(__pyx_v_out);
 
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
@@ -12958,8 +13478,8 @@ __Pyx_RefNannySetupContext("PyInit__speedups", 0);
  * 
  * 
  * def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefix, convert_whole):             # <<<<<<<<<<<<<<
- *     """The 0-9-1 view of the entries of a stream chunk's data ``data[pos:end]`` (osiris
- *     entries: ``0 | 31-bit size | AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of
+ *     """As ``chunk_view.chunk_to_091`` (its pure-Python oracle): the 0-9-1 view of the
+ *     entries of a stream chunk's data ``data[pos:end]`` (osiris entries: ``0 | 31-bit size |
 */
   __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_10spark_amqp_8protocol_6amqp10_9_speedups_7chunk_to_091, 0, __pyx_mstate_global->__pyx_n_u_chunk_to_091, NULL, __pyx_mstate_global->__pyx_n_u_spark_amqp_protocol_amqp10__spee, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 495, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
@@ -12967,6 +13487,21 @@ __Pyx_RefNannySetupContext("PyInit__speedups", 0);
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_chunk_to_091, __pyx_t_4) < (0)) __PYX_ERR(0, 495, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+
+  /* "spark_amqp/protocol/amqp10/_speedups.pyx":563
+ * 
+ * 
+ * def data_entry(bytes prefix, body, Py_ssize_t short_max):             # <<<<<<<<<<<<<<
+ *     """As ``convert.data_entry``: ``size (u32) | prefix | data section of body`` in one
+ *     allocation (the osiris simple entry of a 0-9-1 message stored in a stream)."""
+*/
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_10spark_amqp_8protocol_6amqp10_9_speedups_9data_entry, 0, __pyx_mstate_global->__pyx_n_u_data_entry, NULL, __pyx_mstate_global->__pyx_n_u_spark_amqp_protocol_amqp10__spee, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[4])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 563, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
+  #endif
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_data_entry, __pyx_t_4) < (0)) __PYX_ERR(0, 563, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /* "spark_amqp/protocol/amqp10/_speedups.pyx":1
@@ -13096,38 +13631,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{179},{8},{28},{31},{40},{32},{35},{5},{4},{4},{10},{9},{9},{9},{6},{5},{6},{3},{7},{10},{13},{5},{6},{9},{5},{4},{5},{6},{4},{9},{20},{12},{7},{8},{8},{13},{10},{15},{8},{7},{11},{12},{8},{13},{22},{18},{1},{4},{9},{9},{2},{3},{5},{5},{12},{18},{4},{14},{13},{4},{14},{12},{20},{10},{2},{1},{3},{6},{3},{4},{6},{1},{5},{11},{8},{1},{19},{14},{1},{6},{3},{1},{3},{3},{6},{10},{8},{10},{5},{36},{5},{12},{4},{1},{3},{5},{6},{4}};
-    const struct { const unsigned int length: 10; } bytes_length_index[] = {{286},{520},{131},{709}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{179},{8},{28},{31},{40},{32},{35},{5},{4},{4},{10},{9},{9},{9},{6},{5},{6},{3},{7},{10},{13},{5},{6},{9},{5},{4},{5},{6},{4},{9},{20},{12},{7},{8},{8},{13},{10},{15},{8},{7},{11},{12},{8},{13},{22},{18},{1},{4},{9},{9},{2},{3},{5},{5},{12},{18},{4},{14},{13},{1},{4},{10},{14},{12},{20},{10},{2},{1},{3},{6},{3},{4},{6},{2},{1},{5},{11},{8},{1},{19},{14},{1},{6},{3},{1},{2},{3},{3},{6},{10},{8},{10},{5},{9},{36},{5},{5},{12},{4},{1},{3},{5},{6},{4}};
+    const struct { const unsigned int length: 10; } bytes_length_index[] = {{286},{344},{520},{131},{709}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1576 bytes) */
-static const char cstring[] = "x\332\245TKs\023G\020F`\247\014\010\320b\331\030p9+\233g\n\0042&\020*!%,;8\005\304\262\254\020\236[\263\273#\264\260\332]\355\314\332V\212\2428\3528\3079\356q\217:\352\350\243\217{\334\243\177\002?!=\243\207\005\025\310!.Y\363\350\356\371\276\356\376Z\277>q)Vi\035Qu\271E\353\256\243ZD5\261m\351\330G\024\333-\225P\3372(\366\205\223\243\256\257\254__\272\273\244\"\307T}\374\026\033\224\250$\320\r\033\021\202\211\352\326T=\260lj9*my\230\344\325\265\232\332r\003\325\301\330T\251\253z\3407\032@\353\330Q\t\246b\243^F\216\343RD-\327\321 \334r\336\\VM\313\007\020k\013\213\350Ud\023\234G\246\251\201\0376\352\201\363N\305\016\365[j\035#\0238\032\001UI\335\365\351\250\315\017\034\"\200{ \322B<\344\277\323P\243\351\335\360|\227\272\206k\337\020\247\302\315\033\032\361\200k\340\221\274\327\332\001\246\327u\004\257}\005\346K\373\277@\025}\037\265\036\264(^\256#\277\204\r\253\201\354\302\342\335\376\356\326b\177\363\343R\t\023\303\207\272\233\253k+\217J\225U\333E\364\241\304[s\350cL\010z\203\327}\327\303>\2650\251\254,o\256\375\361D{R|\274R\251\010.\225VCw\355M\253\201\tE\r\257*0\253\020Z}\344:o\252\322\245Z]+iPD[G\306;M[o\355\300\177\t\332\253=\301;t\003\3274\255\337\002\254\301\237\351\032b\251\005\216\\\033\310r\344\212)\222\375\223\007\327\014l\351\335\360]MT\001\310\211\243\203\032\362\332\301\333b\361|\0145\2277\315\000\331\003+\005\262\260XD3\\\337\r@8\030y\236m\031=\025x\303|\021i9\206\345\346\207nD\327]\263%\376\265w\226c\312\215\320\234\356\351AM\207\334\211\201\214zO$\032u\265\233?\025\014\033\3424H\202\372\310\300\242\006\206kb\303u\266\000C0\254Y;\203\323v\335\265\261\211(\022\016&\206\244e\003\372\247-d\007X\214\t\370\266\264\003\331\022S6\321\243\256o\022\214\035\263\346\202P\3757\230\n\345\364\324cY\0247\010\324o\000)\267\360b\243\2171\372\336\340\252Wf\307\325\305\310A\001<\317\205\017\351=pP%\202\233\001v\014\014\023e\342\032\nl\n;\320\362P\356\371\201\334\363=\271\347\207r\007\321\370T\016m\037,\010,s\013h\311\\\345\027\331\262\360\366\307\324\376\330x2\374\034O""\047c\047\332\345d\354\014{\037\026\222\261\263|.l&c\031\226\346Eay\311\225d,\335~\304S\303\245\177y\274\3753k\016/\077\077\035k_c\350K[\377\315\317\027\205\315\362\262pYj\203\313\311\266\323\203}\315\013\3026\307\341r\212mr\205\347# ~\232]dM\236\3423\241\022^\212\216DKQ\320Y\351*\335\\26\311n\203A\341W\302\\x\047Z\2106;S\035\334-t\213\3374\235h\277\020&\201l\363\034/|L}\232=4~\226\003V\226\201}.\236\273\021\001\207i\206\330\026/\363ZX\024U\233H\307\351Y^\nS\311\204`\356\263,+\047\351\323\354\002d=q\262\255\263\303,\227\244O\201\3414[d\033\220}f\232\275\rS\241\222\244\047\331\022\344p\230\317C\246\340\022\260\007\014}\372\356\220\222\225\236D\336g\317\361\037\302bXN2YV\002\202\247\371\"\337\340>\204g&\207n\017\270\016\004\016\\\047\331\035H\341\227(\025_}\260\233\333\275\037\227+q\245\032W\237\305\317^\306/_\307\257\365X7\222\314\024\253\000z.\311\000\227\014K%i\205)_\343\252\260\363\274\310+\341\221p1\334\010I\224\213\n\302\225\260y(\316\267\000_\305\257^\013\250\262\204\231\212\247\362\021\212>t7\272\376nv\267\262wxO\226\347=\277\023^\014it\247\263\320)\013X\264\017_\230/\361&d\226\021\225\"\300\024R\204\356G3q\341\367\275\334\336\375\370\331\213\370\005\000\240\030\351I\366,4\026\n\220d\3468J2\347\271$\270\315t~\204\027\240CG\302BX\212\257\024w\225\335|\274\276\021ol\306\233\317\006/h\261&\037\221%\2308\325n\356O\314H\245\344\342C\323\361\364\225(\005\215\031\237\025Z\024\002\010\240\026\177\212!\021\002h\227\330\004\037\343\313\374C\364\262;\3255wsB\013\213\355\r(\344$\364T\007\345\203\"\256B08\257\262\\<\271\020.\205[Q92:\223\235\242\300#\240\022\030\300\211S\361\251\357!\345\361\260\032\345F(\314\3043\327\242b\237\202X\246\241\2360\241\312\377\2453\024o\272\375\220\025\341\321\211\243\355s\014,G\343\2439\350\273XUa?\332\236\003=\210\343BX\030z\215\010\274\311R\360\374rO4\026L\353PHBd\0278\202\264\016\207\363\341\262\020O\2229#\247W\250Y\352\3656\370\\\344\0044\340G\212h\363U@\021\252\331\357I\347\014\333\201\370\357B$\245w\013\n\247\014\302r\003wH\352\022\2749""\331\327i\2417S\222Qo\322\306\371\323p\025\246\376y\307\357\036\200\314\302\224\301p\375\006\")&\31243\2702\032\260\022e!\200t\347\273\245\335c{\013{\345\377\n\274\007\350\251o;)\354\034\277\027\226\303z\204F\356\346\370\337\221\022]\353\200\364G\364\236\033%S\034\276+r\007]\047Y\230\250\353Q9\231:\307\027\240\224\342\010J\031=\302\257\326~v\212=\207\226\200\016\356A;\016\372?<\237h\277\002$X\376\222?\261\227\344\264\210Z=\005}\2368#\311\214:\225\367\277\014\311\311\261\031\210\030\264\003\275\334\216\320P\304\377\000\276\r\035\337";
-    PyObject *data = __Pyx_DecompressString(cstring, 1576, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1741 bytes) */
+static const char cstring[] = "x\332\245UKs\333F\0226\365pQ1e\023&\365\260\243\322\202V\374\332\262\351PV\342\254k7[\224(m\264\345xEQ\334\254\343\007j\000\014M\304 @b\006\222\270\225\312\346\210\343\034\347\210#\216<\362\250\243\2168\342\250\237\220\237\220\236\341C\224\313\253=\254J\344\274\272\347\373\272\373\353\341__\272\024\253\264\211\250\272\325\245M\327Q-\242\232\330\266t\354!\212\355\256J\250g\031\024{\302\310Q\367\266\367\036o|\263\241\"\307T=\374\0236(Q\211\257\0336\"\004\023\325m\250\272o\331\324rT\332mcRTw\033j\327\365U\007cS\245\256\332\006\273I\007\332\304\216J0\025\023\365>r\034\227\"j\271\216\006\356\226\363\376\276jZ\036\200X\207Xx\357 \233\340\"2M\r\354\260\321\364\235\017*v\250\327U\233\030\231\300\321\360\251J\232\256G\047\317<\337!\002x\000\"OH\033y\0374\324\352\264\237\264=\227\272\206k?\021\253\322\227O4\322\006\256~\233\024\333\335c`\372XGp\333\177\201\371\370\374\023Pe\317C\335\315.\305[M\344U\260a\265\220]Z\377f8{\272>\234|\275Q\301\304\360 \357\346\316\356\366\213Jm\307v\021\375N\342\355:\364{L\010z\217\367<\267\215=jaR\333\336:\330\375\307K\355e\371\373\355ZMp\251u[\272k\037X-L(j\265\353\002\263\016\256\365\027\256\363\276.M\352\365\335\212\006I\264ud|\320\264\275\3561|*P^\355%>\246\373\270\241i\303\022`\r\376L\327\020C\303w\344\330B\226#GL\221\254\237\\\270\246oK\353\226\347j\"\013@N,\035\324\222\333\016>\022C\333\303\220s\271\323\361\221=:\245@\026\006\213h\206\353\271>\010\007\243v\333\266\214\201\n\332\343x\021\351:\206\345\026\307fD\327]\263+>\332\007\3131\345DhNo\353~C\207\330\211\201\214\346@$\032u\265/\377T2l\360\323 \010\352!\003\213\034\030\256\211\r\3279\004\014\301\260a\035\217VGM\327\306\246\211(\022\037\031XW\330\232\030\342\227\265\030\256\016\221\355c\3211\340\326\325\316\025LLY\3176u=\223`\354\230\r\0274\353\275\307T\210h \244\246mY\024\267\010$s\204/\247pgk\2102y\343hk\220s\307\325E\377A6 am\267\335v\311\340\212\363\244\021\334\361\261c`h0\0237\220oS\230\201\264\205\026\240\234\307\347mP\034\265Aq\320\006\305q\033\200\230<J\201\202-;z\010\356\373""\226y\0104e\364\362\213\034Z\370\350\327\324\331\314l2\376\277\226If\346\203j2\263\304~\016K\311\314-\276\032v\222\231,\313\360\2628y\303\225d&\023\274\340\251\3610\334\274\026\374\231u\306\233\027W\237\005\217\030\372\370lx\347\305Aa+\274*L6\0020\271\0368\003\330w\274$\316V9l.\260\003\256\360b\004\304o\262\273\254\303S|9T\302{\321t\264\021\371\275\355\276\322/$39\366\025\034(\374AX\010\237Ek\321Ao\241\207\373\245~\371\322\243\371\340\2658\022\3106/\360\322\257\251\337\322Wf\037\204$*D\245\337\256^\231]b\210\035\362*o\204e\221\256t&\250\260T\222\236\017\352\354\016\333b\377\tQ\222\316\262i\266\316j|\212\027\222\364\365\370\372\375\260\023]\215\364\336T\017\326\2318\263\022\257<\216\252\021X\316\005Jp\217]e\006\317\363}\210\355\262\215\034\337\344C\227\273\301!\333\207\024\246\257\007(\360\330M\3664^\024 s=EP\331\207=ed\331\371\324\344Z\36040\300&\003\245\0160+\215\047g\027w\032lsL\345\262\215\001\267\241\357\372En\033\214\362\257C\340s#\350\234\245\227e\346\013\220\327\325+\263\2678\3240\317 \223\253\361\352\223\010j\273\370qz![\274\022\246\004\345\r\270.\317\252I\346&\373\002\324\004\000:\233b\205$sC\342\014`\263\213\354\2470\005p\231\034 w\240\006w@A`\342\003Q\004\025T\362\322\222\310\375\374m\376\307\260\034V\223l\236U\200\331M\276\016\241y\340\236\315\215\3156\271\016\004\316Ms\354\031H\343/Q*~\270yR8\3716\256\326\342Z=\256\277\212_\275\211\337\274\213\337\351\261n$\331\205\241\002\262\300%\013\032\311(\"\341\237\346\252\260\317y\231\327\302\351p=\334\037\210M\230\022\320T\371R\300\267\361\333w\002\252*a\026\342\205b\204\242_\372\373}\357$\177R;\235:\225\351\371\231?\013\357\2064z\326[\353U\005,:\203/\3147x\007\"\313\212L\021`\n!BWE\313q\351\357\247\205\323o\343W\257\343\327\000\200b\244\047\371[P6H@\222]\205Jg?\347\222\340\021\323\3714/A\205\246\303RX\211\037\224O\224\223b\274\267\037\357\037\304\007\257F7h\261&/\221)\270\240\203\370\312b\274\370 J\211\326Z\021=.\004\340C.\376)\036\237a\177\245\371\014\337\342\277Do\372\013}\363\244 \264\260.E\236\203\232\352""\360\242\200\"\036\2023\030\357\260B\234[\0137\302Ch0\243\227\353\225\005\036\001\225\300\303\226\276\021\337\370\003\204<\033\326\243\302\004\205\345x\371QT\036R\020\303\"\344\023^>\345\377\2453\026o&\370\216\225\341R\350\300\333\320[\351\271x\256 Z\002FU\234\317\005\253\242e`\271\026\226\306V\023\002\357\260\024\\\2775\020\215%\232o$$!\262/8\202\260\246\302;\341\226\020O\222]\222\257\242P\263\324\353W`s\227\023\320\200\027)\242\314\017\001E\250\346l \235%v\014\376WC$\245\367\024\022\247\214\334\n#s\010\352\036\334\231\033\352\2644\350)\311h\320i\263\374\207p\007^\323\037{^\377\034d\005\272\014\232\353o \222r\242,\302[\241L:lGyp \375;\375\312\311g\247k\247\325\377\345\370\034\320S\227\033)\3546\177\036V\303&\274\260\347{\253\374\337\221\022=\352\201\364\047\364^\230$S\036\337+b\007]\047y\350(x\252\223\205\333|\rR)\226\240\224\311%\274Zg\371\005\366#\227\257\352s(\307y\375\307\353\371\340- \301\360/\371\323uOv\213\310\325\017\240\317\371%If\322\250z\366\261KA\266\315H\304\240\035\250\345Q\204\306\"\376\035\236\003\254\354";
+    PyObject *data = __Pyx_DecompressString(cstring, 1741, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (2018 bytes) */
-static const char cstring[] = "\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000echunk \377entry he\373ad\241\000cut s\357hort\020\trun\361su\001_\0031\002spar\377k_amqp/p\377rotocol/~\n\00110/_sp\251\000\177ups.pyx\330\000\207-baK\000P\024\020\rX\020A\377rrayByte\377CharDeci\277mal128\003\0043\3752\014\00464Desc\375r\365 dFIELD\177SFloatH\322\002\377IntMessa\377geProper\377tiesSECT\377ION_NAME\373SS\357\001Symbo\377lTimesta\327mpUp\001U8\000UL\357ongU\036\002UUI\373D_\302 lback___Pyx\001\000D\334@\377_NextRef\373__\374$e____wdoc\003\001fun\003\002\357main\023\001metya\354B\010\002odul)\002\217mro_\211A\232\0009\001n\273am@\002newH\001p\363re\361 R\002qual\362\026\005t\252\000h\000is_c\357orou\266`eap\257plic\200cp\347\006a\177syncio.\036\006\277sbbody\000\001_\317kind\004\002\360abp\357bufb\355 sca\373ch\237c_to_0\37791cline_\276\302\000trace\200!c\177odeconv\321 \335_\237\000fix\006\005wh?oledat\324`!\001\363_m\373#+\001de_v\317alue\243\205\0017\000y_\366\255\204\007sd\300Bptor\377dseendfo\177oterget\235\204\001\376\237\204\003iitemslGastl\004\006\002O\000m]\004tD\t\013\005m\342\"nob\357\205\001.\245 ppo\000\000s\256\003\234\047\377sequence\377setdefau\177ltsetup\345\204\007\225.\347\204\005.\351\204\003.\346\204\006\262`r\365t\260\206\002_g\003uuid\361v\346\000\347\002\354\002svie\177w\200\001\340\004\005\330\000\000\376\000\003\013\014\330\004\r\210Q\377\330\004\027\220|\2401\330\377\004\031\230\036\240q\330\004\337\020\220\014\230A\026\001\\\230\377\021\330\004\014\210L\230\001|\000\004\014\006\013\210<\220q\023\006>\000\013\n\210,\220a\014\rM\004\274T\004[\004\021\220\034\230{\000\013w\2104\210t\000\016\210nq\003{^\230\211\000\021\220\036\230\211\000\377\025\220T\230\021\230.\250\376\266\000\022\220%\220q\230\001\377\230\030\240\021\240&\250\003\377\2504\250u""\260E\270\021\177\270!\330\004\023\2205\026\000\377\021\230(\240!\2407\250\377#\250T\260\025\260e\270\2471\270A\000\030\367\001[2\001\330\377\004\016\210l\230!\2301\377\200\001\360\034\000\005\031\230\366\242 \024\220\376\000\036\320\036/\375\250\215 \026\220a\220v\230\357Q\230f\240\223 \005\330\010\377\014\320\014\034\230D\240\001\373\330\010\266\001r\220\024\220Q\337\330\014\022\220$\363\000\010\016\377\210b\220\002\220!\330\014\377\017\210r\220\022\2202\220\375R\245 \020\026\220j\240\001\177\240\021\330\014\023\2204\301\000\347\002\230\"\336  \000u\220B\177\220a\360\006\000\021\024%\002\375s\023\002\024\032\230*\240A\177\240Q\330\020\024\220D\355\000\177\022\2302\230R\230r<\000;\020\023\036\006B\230b~\000!\007\367\023\2207\300\000=\250\001\320\377)B\300!\300>\320Q\377S\320SU\320UY\320\377Y\\\320\\^\320^b\377\320bc\330\020\025\220S\277\230\002\230!\330\020\211\000\020\177\220\001\330\014\021\220\021\224\025\377\021\220\033\230A\230S\240\377\003\2402\240R\240s\250w!\2501\323\001s\220\"\232 \275\020V\030]\320]^g\001Q\376b\002\025\320\025.\250a\250\377~\270R\270r\300\024\300\357S\310\002\310\232\"|\2307\377\240%\240t\2507\260#\351\260\351\000\342 \340\245 e\2304s\230q\330 \350\0004\220s\247\000\374\213 \373@\250\030\3201J\310\377!\310>\320Y[\320[\376^\000a\320ab\330\024\031\374\231`\251 \330\020\036\230a\330\367\020\033\230\234\002w\220b\230\367\003\2301\237@\003\2401\240\377D\320(A\300\021\300.\377\320PR\320RT\320T\235Y:\005_\320_@\002\376\002\010\277\017\210q\340\010\030\300b!\377\320\000\026\320\026(\250\001\246\226@\005\034\210\204\001\375Au\211 V\374\241\205\001\375A\210D\220\010\230\004\377\230C\230~\250\\\270\025\357\270d\300!\210a2\210R\332\362@\023\321@b\230\330 \022\220\367)\2301\253`\210F\220!\377\320\023#\2404\240v\250\377Q\250c\260\023\260A\330\332m\000s\243`\013\014\007\000\320\017}\037\360\000\005\240U\250!x\010?\030\320\030,\250A|\004\206\0015\026\343`\004\356\000\330\004Q;\264\204\006\377\014\210H\220A\220Q\330\337\010\t\210\032\220\246\000\t\320""\357\t!\240\021\014\000\320\t \276\331\204\001\t\210\036\220q\n\002#\363\2401\035\006\326\204\010q\220\001\220w\023\220C\333\204\003i\230q\353\204\007\356\341a$\230a\307@\002\240\";\240C\271a\330\020\027\271\206\002\312\204\001\367Q\330\020\256\206\001\002\230%\230\375s\201`r\250\021\330\024\032\357\230)\2401\261b\340\020\025\353\220Q+\001x\207`\006\240a\252\366b3\266 \021/\005!\047\005\014\177\022\220&\230\001\230\023\241\204\004\362\233\204\002u\214\003\344\205\003\005\230W\240\377F\250#\250Z\260r\270\256[\007\034\230A\331\205\001G\242`A?\330\021\026\220c\230V\002\227\206\001\356-\001E\250\024.\000s\270\"\377\270D\300\n\310#\310Q\034\225\006\"\024:\230S\207\206\003\276\002I\022\377\021\220\032\230:\240Q\240\347h\250ai\006\337\210\001z\250\021_\250,\260a\340\344\204\t!\233!\362\205\005A\222&\341\210\001\003\2301\330\377\024\025\320\025-\250Q\330?\025\032\230#\230Q\n\002\247`\376\003\t/\250q\340\024\025\220\373Z\230\274@\013\210:\220S\374\204\204\010\007\006\r\210]\230!\330o\014\r\210X\336\211\002&\240\252\205\001~\250!W\260A\330\r\027\370\205\002]\014\032\010Q\340\014$\014!\303\204\001\363q\330\276\204\004\271`\240%\240w\003\250a\277\205\006";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 2018, 2720);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (2240 bytes) */
+static const char cstring[] = "\377?Note th\377at Cytho\377n is del\377iberatel\377y strict\373er!\001n PEP\377-484 and\377 rejects\377 subclas\377ses of b\377uiltin t\377ypes. If\377 you nee?d to p%\000%\t\377then set\376\200\000e \047anno\177tation_<\000\377ing\047 dir\366b\000iv\242\000o Fa\377lse.add_\376%\000echunk \377entry he\373ad\241\000cut s\357hort\020\trun\361su\001_\0031\002spar\377k_amqp/p\377rotocol/~\n\00110/_sp\251\000\177ups.pyx\330\000\207-baK\000P\024\020\rX\020A\377rrayByte\377CharDeci\277mal128\003\0043\3752\014\00464Desc\375r\365 dFIELD\177SFloatH\322\002\377IntMessa\377geProper\377tiesSECT\377ION_NAME\373SS\357\001Symbo\377lTimesta\327mpUp\001U8\000UL\357ongU\036\002UUI\373D_\302 lback___Pyx\001\000D\334@\377_NextRef\373__\374$e____wdoc\003\001fun\003\002\357main\023\001metya\354B\010\002odul)\002\217mro_\211A\232\0009\001n\273am@\002newH\001p\363re\361 R\002qual\362\026\005t\252\000h\000is_c\357orou\266`eap\257plic\200cp\347\006a\177syncio.\036\006\277sbbody\000\001_\317kind\004\002\360abp\357bufb\355 sca\373ch\237c_to_0\37791cline_\276\302\000trace\200!c\177odeconv\321 \335_\237\000fix\006\005wh\377oleddata\364\000\001\324\002y(\001de_m|\206C\007\004value\256\205\001\266B\000y_\270\204\007sd\313Bp\377tordseen\377dfooterg\363et\250\204\001\252\204\003hlii\377temslast\210y\004\006\002Q\000m_\004F\t\013\005m\216\357\"nob\374\205\001\262 \256 p\237oppos\275\003\253\047s\377equences\377etdefaul\277tsetup\235\205\002_Wmax\375\204\007.\377\204\005.\201\205\003\371.\376\204\006\312`rttot\353al\315\206\002_w\003uui\343dv\370\000\371\002\376\002svi\377ew\200\001\340\004\005\330\374\000\000\000\003\013\014\330\004\r\210\377Q\330\004\027\220|\2401\377\330\004\031\230\036\240q\330\277\004\020\220\014\230A\026\001\\\377\230\021\330\004\014\210L\230\371\001\000\004\014\006\013\210<\220q|\023\006\000\013\n\210,\220a\014\rxM\004T\004[\004\021\220\034\230{\000\357\013\2104\210t\000\016\210n\366q\003^\230\211\000\021\220\036\230\376\211\000\025\220T\230\021\230.\375\250\266\000\022\220%""\220q\230\377\001\230\030\240\021\240&\250\377\003\2504\250u\260E\270\377\021\270!\330\004\023\2205\376\026\000\021\230(\240!\2407\377\250#\250T\260\025\260eO\2701\270A\000\030\367\001[2\001\377\330\004\016\210l\230!\230\3771\200\001\360\010\000\005(\377\240s\250!\2501\360\006\377\000\005\027\220a\220v\230\357Q\230f\240\214 \005\330\010\377\014\210D\220\001\330\010\r\377\210U\220\"\220C\220\177\377\240a\330\010\020\220\003\220\3772\220S\230\002\230!\330\377\010\016\320\016\047\240q\250\277\006\250b\260\002\260\r\000\014\377\320\014\034\320\034-\250Q\375\250\047\000\t\210\021\210&\220\177\006\220c\230\024\230R\331\000y\010\000\016\030\007\023\230B\230,\004\337%\210v\220R\352 \010\016\377\210a\210r\220\022\2203\273\320\026a\001\t\260\021\207\001R(\021\000\006\000Y\001%\303 \010\000\006\t\006\377\013\2103\210c\220\021\330\275\014\350@\210e\2201\000\006\340\016\004\013f\220B\223\006\047\002\000\016\034\003\364\226\003G\0042\216\0134\220t\230\3736\240\226\000\017\210q\340\010\365\030\220B!\325 \036\000\005\031\355\230\372`\024\220\326`\036\320\036\313/\250\345`\026\317-\253 \230D\371\240\337 \216ar\220\024\220Q\237\330\014\022\220$\313`\372\000b\177\220\002\220!\330\014\017\377\002~q\003\020\026\220j\240\001l\000\357\014\023\2204\231`\002\230\"\253\230A\037\001u\310\000a\277@\021\335\024\231@R\220s\023\002\024\032\377\230*\240A\240Q\330\020w\024\220D\305`\022\2302\205@\355r\253\000\020\023\036\006B\230b\334~\000!\007\023\2207\230`=\250\377\001\320)B\300!\300>\377\320QS\320SU\320U\377Y\320Y\\\320\\^\320\377^b\320bc\330\020\025j\373D\020\344 \020\241`\014\021\355!\376\226\023\021\220\033\230A\230S?\240\003\2402\240R\347c\323\001\335s\321`A\330\020V\030]\320\343]^g\001\277\000\313@\025\320\025\377.\250a\250~\270R\270\377r\300\024\300S\310\002\310\376\232\"|\2307\240%\240t\237\2507\260#\260\351\000\342 \340>\245 e\2304\230q\330 \350\000\3554\215 !\330\213 .\250\001\377\250\030\3201J\310!\310\277>\320Y[\320[^\000a\377\320ab\330\024\031\230\021\376\250!\330\020\036\230a\330""\020\373\033\230\261`\017\210w\220b\357\230\003\2301\237@\003\2401\377\240D\320(A\300\021\300\377.\320PR\320RT\320;TY:\005_\320_@\002\376\002\375\010\374I\320\000\026\320\026(K\250\001\327\205\001\034\340\206\001\375Au\211 \371V\371\207\001\331\205\004\010\230\004\230C\377\230~\250\\\270\025\270d\377\300!\330\010\013\2102\210\256\341\204\001\023\220B~\000\001\216a)\373\2301\211\206\001F\220!\320\023\377#\2404\240v\250Q\250\277c\260\023\260A\330m\000sv\243`\013\014\007\000\320\017\037\360\000\337\005\240U\250!\202\204\006\320\000?\030\320\030,\250A|\004\341\206\0015\026\343`\004\356\000\330\004Q;\264\204\006\377\014\210H\220A\220Q\330\337\010\t\210\032\220\246\000\t\320\323\t!\217\205\001\005\000 \331\204\001\t\210\271\036\313\206\001\024\000#\2401\035\006\016\375\210\330\204\006q\220\001\220\023\220\377C\220q\330\020\026\220is\230q\353\204\007\343\207\001$\230a\307@\337\002\240\"\240C\246\210\001\330\020\351\027\221\211\002\312\204\001Q\273a5\230\002\357\230%\230s\201`r\250\021\356\343A)\2401\261b\340\020\025\353\220Q+\001x\207`\006\240a\252\343\210\0023\266 \021/\005!\047\005\014\177\022\220&\230\001\230\023\241\204\004\362\372Bu\214\003\344\205\003\005\230W\240\377F\250#\250Z\260r\270\256[\007\034\230A\331\205\001G\242`A?\330\021\026\220c\230V\002\227\206\001\356-\001E\250\024.\000s\270\"\377\270D\300\n\310#\310Q\034\225\006\"\024:\230S\207\206\003\276\002I\022\377\021\220\032\230:\240Q\240\347h\250ai\006\267\213\001z\250\021_\250,\260a\340\344\204\t!\332\205\001\362\205\005A\222&\271\213\001\003\2301\330\377\024\025\320\025-\250Q\330?\025\032\230#\230Q\n\002\247`\376\003\t/\250q\340\024\025\220\375Z\271\212\001\013\210:\220S\230|\205\204\007\007\006\r\210]\230!\351\211\001\315X\266\214\002&\240\252\205\001\250!W\260\257A\330\r\027\370\205\002\014\032\010Qk\340\014$\014!\303\204\001q\330\276\204\004~\271`\240%\240w\250a\307\211\006";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 2240, 3093);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (2720 bytes) */
-static const char bytes[] = "?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notechunk entry header cut shortchunk entry runs past the chunkspark_amqp/protocol/amqp10/_speedups.pyxsub-batch entry header cut shortsub-batch entry runs past the chunkArrayByteCharDecimal128Decimal32Decimal64DescribedFIELDSFloatHeaderIntMessagePropertiesSECTION_NAMESShortSymbolTimestampUByteUIntULongUShortUUID_Fallback__Pyx_PyDict_NextRef__annotate____doc____func____main____metaclass____module____mro_entries____name____new____prepare____qualname____test___is_coroutineapplication_propertiesasyncio.coroutinesbbodybody_kindbody_typebpbufbytescachechunk_to_091cline_in_tracebackcodeconvert_prefixconvert_wholedatadecode_messagedecode_valuedelivery_annotationsdescriptordseendfootergetheadheaderiitemslast_prefixlast_valmmessage_annotationsmessage_modulenobjectoutppopposprefixpropertiessequencesetdefaultsetupspark_amqp.protocol.amqp10._speedupsstarttypes_moduleuuidvvalvaluevaluesview\200\001\340\004\005\330\004\005\330\004\005\330\004\005\330\013\014\330\004\r\210Q\330\004\027\220|\2401\330\004\031\230\036\240q\330\004\020\220\014\230A\330\004\r\210\\\230\021\330\004\014\210L\230\001\330\004\014\210L\230\001\330\004\r\210\\\230\021\330\004\013\210<\220q\330\004\014\210L\230\001\330\004\013\210<\220q\330\004\014\210L\230\001\330\004\n\210,\220a\330\004\014\210L\230\001\330\004\013\210<\220q\330\004\020\220\014\230A\330\004\020\220\014\230A\330\004\020\220\014\230A\330\004\021\220\034\230Q\330\004\013\2104\210q\330\004\016\210n\230A\330\004\r\210^\2301\330\004\021\220\036\230q\330\004\025\220T\230\021\230.\250\001\340\004\022\220%\220q\230\001\230\030\240\021\240&\250\003\2504\250u\260E\270\021\270!\330\004\023\2205\230\001\230\021\230(\240!\2407\250#\250T\260\025\260e\2701\270A\330\004\023\2205\230\001\230\021\230(\240!\2407\250#\250T\260\025\260e\2701\270A\330\004\r\210[\230\001\230""\021\330\004\016\210l\230!\2301\200\001\360\034\000\005\031\230\001\340\004\024\220A\330\004\036\320\036/\250q\330\004\026\220a\220v\230Q\230f\240A\330\004\005\330\010\014\320\014\034\230D\240\001\330\010\013\2104\210r\220\024\220Q\330\014\022\220$\220a\330\010\016\210b\220\002\220!\330\014\017\210r\220\022\2202\220R\220q\330\020\026\220j\240\001\240\021\330\014\023\2204\220q\230\002\230\"\230A\330\014\017\210u\220B\220a\360\006\000\021\024\2202\220R\220s\230\"\230A\330\024\032\230*\240A\240Q\330\020\024\220D\230\001\230\022\2302\230R\230r\240\021\330\020\023\2202\220R\220s\230\"\230B\230b\240\001\330\024\032\230*\240A\240Q\330\020\023\2207\230!\230=\250\001\320)B\300!\300>\320QS\320SU\320UY\320Y\\\320\\^\320^b\320bc\330\020\025\220S\230\002\230!\330\020\021\330\014\020\220\001\330\014\021\220\021\330\014\017\210r\220\022\2202\220R\220q\330\020\026\220j\240\001\240\021\330\014\021\220\033\230A\230S\240\003\2402\240R\240s\250!\2501\330\014\017\210s\220\"\220A\330\020\023\2207\230!\230=\250\001\320)B\300!\300>\320QS\320SU\320UY\320Y]\320]^\330\020\025\220Q\330\020\021\330\014\025\320\025.\250a\250~\270R\270r\300\024\300S\310\002\310!\330\014\017\210|\2307\240%\240t\2507\260#\260Q\330\020\026\220a\340\020\026\220e\2304\230q\240\001\330\020\023\2204\220s\230!\330\024\032\230.\250\001\250\030\3201J\310!\310>\320Y[\320[]\320]a\320ab\330\024\031\230\021\230*\240A\330\020\036\230a\330\020\033\2301\330\014\017\210w\220b\230\003\2301\230D\240\003\2401\240D\320(A\300\021\300.\320PR\320RT\320TY\320Y[\320[]\320]_\320_a\320ab\330\014\021\220\021\330\010\017\210q\340\010\030\230\001\230\021\230!\320\000\026\320\026(\250\001\360\006\000\005\034\2301\330\004\026\220a\220u\230A\230V\2401\330\004\005\330\010\014\210D\220\010\230\004\230C\230~\250\\\270\025\270d\300!\330\010\013\2102\210R\210r\220\023\220B\220b\230\001\330\014\022\220)\2301\330\010\014\210F\220!\320\023#\2404\240v\250Q\250c\260\023\260A\330\010\017\210s\220!\330\013\014\330\010\017\320\017\037\230q\240\005\240U\250!""\340\010\030\230\001\230\021\230!\320\000\030\320\030,\250A\360\006\000\005\034\2301\360\006\000\005\026\220Q\330\004\031\230\021\330\004\026\220a\220u\230A\230V\2401\330\004\005\330\010\014\210D\220\010\230\004\230C\230~\250\\\270\025\270d\300!\330\010\013\2102\210R\210r\220\023\220B\220b\230\001\330\014\022\220)\2301\330\010\014\320\014\034\230D\240\001\330\010\014\210H\220A\220Q\330\010\t\210\032\2201\330\010\t\320\t!\240\021\330\010\t\320\t \240\001\330\010\t\210\036\220q\330\010\t\320\t#\2401\330\010\t\210\032\2201\330\010\016\210b\220\002\220!\330\014\017\210q\220\001\220\023\220C\220q\330\020\026\220i\230q\330\014\017\210r\220\022\2202\220S\230\002\230$\230a\230q\240\002\240\"\240C\240s\250!\330\020\027\220q\230\001\230\022\2302\230Q\330\020\023\2205\230\002\230%\230s\240%\240r\250\021\330\024\032\230)\2401\330\020\025\220Q\340\020\025\220Q\330\020\027\220x\230q\240\006\240a\240s\250!\2503\250c\260\021\330\020\023\2205\230\002\230!\330\024\032\230)\2401\330\014\022\220&\230\001\230\023\230A\230S\240\003\2401\330\014\017\210u\220C\220q\330\020\023\2204\220q\230\005\230W\240F\250#\250Z\260r\270\021\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\023\2204\220q\230\005\230W\240E\250\024\250Z\260s\270\"\270D\300\n\310#\310Q\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\023\220:\230S\240\001\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\021\220\032\230:\240Q\240h\250a\330\021\026\220c\230\021\330\020\021\220\036\230z\250\021\250,\260a\340\020\023\2204\220s\230!\330\024\032\230!\330\020\023\2204\220q\230\005\230W\240A\330\024\032\230)\2401\330\020\023\2205\230\003\2301\330\024\025\320\025-\250Q\330\025\032\230#\230Q\330\024\025\320\025,\250A\330\025\032\230#\230Q\330\024\025\320\025/\250q\340\024\025\220Z\230q\330\010\013\210:\220S\230\001\330\014\022\220)\2301\330\010\013\210:\220S\230\001\330\014\r\210]\230!""\330\014\r\210X\220T\230\021\230&\240\003\2401\240F\250#\250W\260A\330\r\027\220s\230!\330\014\r\210]\230!\330\014\r\210X\220Q\340\014\r\210]\230!\330\014\r\210X\220T\230\021\230!\330\010\017\210q\330\013\014\330\010\017\320\017!\240\021\240%\240w\250a\340\010\030\230\001\230\021\230!";
+    #else /* compression: none (3093 bytes) */
+static const char bytes[] = "?Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notechunk entry header cut shortchunk entry runs past the chunkspark_amqp/protocol/amqp10/_speedups.pyxsub-batch entry header cut shortsub-batch entry runs past the chunkArrayByteCharDecimal128Decimal32Decimal64DescribedFIELDSFloatHeaderIntMessagePropertiesSECTION_NAMESShortSymbolTimestampUByteUIntULongUShortUUID_Fallback__Pyx_PyDict_NextRef__annotate____doc____func____main____metaclass____module____mro_entries____name____new____prepare____qualname____test___is_coroutineapplication_propertiesasyncio.coroutinesbbodybody_kindbody_typebpbufbytescachechunk_to_091cline_in_tracebackcodeconvert_prefixconvert_wholeddatadata_entrydecode_messagedecode_valuedelivery_annotationsdescriptordseendfootergetheadheaderhliitemslast_prefixlast_valmmessage_annotationsmessage_modulenobjectoutpplpopposprefixpropertiessequencesetdefaultsetupshort_maxspark_amqp.protocol.amqp10._speedupsstarttotaltypes_moduleuuidvvalvaluevaluesview\200\001\340\004\005\330\004\005\330\004\005\330\004\005\330\013\014\330\004\r\210Q\330\004\027\220|\2401\330\004\031\230\036\240q\330\004\020\220\014\230A\330\004\r\210\\\230\021\330\004\014\210L\230\001\330\004\014\210L\230\001\330\004\r\210\\\230\021\330\004\013\210<\220q\330\004\014\210L\230\001\330\004\013\210<\220q\330\004\014\210L\230\001\330\004\n\210,\220a\330\004\014\210L\230\001\330\004\013\210<\220q\330\004\020\220\014\230A\330\004\020\220\014\230A\330\004\020\220\014\230A\330\004\021\220\034\230Q\330\004\013\2104\210q\330\004\016\210n\230A\330\004\r\210^\2301\330\004\021\220\036\230q\330\004\025\220T\230\021\230.\250\001\340\004\022\220%\220q\230\001\230\030\240\021\240&\250\003\2504\250u\260E\270\021\270!\330\004\023\2205\230\001\230\021\230(\240!\2407\250#\250T\260\025\260e\2701\270A\330\004\023\2205\230\001\230\021\230(\240!\2407\250#\250T\260\025\260e\2701\270A""\330\004\r\210[\230\001\230\021\330\004\016\210l\230!\2301\200\001\360\010\000\005(\240s\250!\2501\360\006\000\005\027\220a\220v\230Q\230f\240A\330\004\005\330\010\014\210D\220\001\330\010\r\210U\220\"\220C\220\177\240a\330\010\020\220\003\2202\220S\230\002\230!\330\010\016\320\016\047\240q\250\006\250b\260\002\260!\330\010\014\320\014\034\320\034-\250Q\250a\330\010\t\210\021\210&\220\006\220c\230\024\230R\230q\330\010\t\210\021\210&\220\006\220c\230\024\230R\230q\330\010\t\210\021\210&\220\006\220c\230\023\230B\230a\330\010\t\210\021\210%\210v\220R\220q\330\010\016\210a\210r\220\022\2203\320\026\047\240q\250\t\260\021\330\010\r\210R\210r\220\021\330\010\t\210\021\210%\210q\330\010\t\210\021\210%\210q\330\010\t\210\021\210%\210q\330\010\013\2103\210c\220\021\330\014\r\210Q\210e\2201\330\014\r\210Q\210e\2201\340\014\r\210Q\210e\2201\330\014\r\210Q\210f\220B\220c\230\024\230R\230q\330\014\r\210Q\210f\220B\220c\230\024\230R\230q\330\014\r\210Q\210f\220B\220c\230\023\230B\230a\330\014\r\210Q\210e\2202\220R\220q\330\010\016\210a\210r\220\022\2204\220t\2306\240\021\330\010\017\210q\340\010\030\230\001\230\021\230!\200\001\360\036\000\005\031\230\001\340\004\024\220A\330\004\036\320\036/\250q\330\004\026\220a\220v\230Q\230f\240A\330\004\005\330\010\014\320\014\034\230D\240\001\330\010\013\2104\210r\220\024\220Q\330\014\022\220$\220a\330\010\016\210b\220\002\220!\330\014\017\210r\220\022\2202\220R\220q\330\020\026\220j\240\001\240\021\330\014\023\2204\220q\230\002\230\"\230A\330\014\017\210u\220B\220a\360\006\000\021\024\2202\220R\220s\230\"\230A\330\024\032\230*\240A\240Q\330\020\024\220D\230\001\230\022\2302\230R\230r\240\021\330\020\023\2202\220R\220s\230\"\230B\230b\240\001\330\024\032\230*\240A\240Q\330\020\023\2207\230!\230=\250\001\320)B\300!\300>\320QS\320SU\320UY\320Y\\\320\\^\320^b\320bc\330\020\025\220S\230\002\230!\330\020\021\330\014\020\220\001\330\014\021\220\021\330\014\017\210r\220\022\2202\220R\220q\330\020\026\220j\240\001\240\021\330\014\021\220\033\230A""\230S\240\003\2402\240R\240s\250!\2501\330\014\017\210s\220\"\220A\330\020\023\2207\230!\230=\250\001\320)B\300!\300>\320QS\320SU\320UY\320Y]\320]^\330\020\025\220Q\330\020\021\330\014\025\320\025.\250a\250~\270R\270r\300\024\300S\310\002\310!\330\014\017\210|\2307\240%\240t\2507\260#\260Q\330\020\026\220a\340\020\026\220e\2304\230q\240\001\330\020\023\2204\220s\230!\330\024\032\230.\250\001\250\030\3201J\310!\310>\320Y[\320[]\320]a\320ab\330\024\031\230\021\230*\240A\330\020\036\230a\330\020\033\2301\330\014\017\210w\220b\230\003\2301\230D\240\003\2401\240D\320(A\300\021\300.\320PR\320RT\320TY\320Y[\320[]\320]_\320_a\320ab\330\014\021\220\021\330\010\017\210q\340\010\030\230\001\230\021\230!\320\000\026\320\026(\250\001\360\006\000\005\034\2301\330\004\026\220a\220u\230A\230V\2401\330\004\005\330\010\014\210D\220\010\230\004\230C\230~\250\\\270\025\270d\300!\330\010\013\2102\210R\210r\220\023\220B\220b\230\001\330\014\022\220)\2301\330\010\014\210F\220!\320\023#\2404\240v\250Q\250c\260\023\260A\330\010\017\210s\220!\330\013\014\330\010\017\320\017\037\230q\240\005\240U\250!\340\010\030\230\001\230\021\230!\320\000\030\320\030,\250A\360\006\000\005\034\2301\360\006\000\005\026\220Q\330\004\031\230\021\330\004\026\220a\220u\230A\230V\2401\330\004\005\330\010\014\210D\220\010\230\004\230C\230~\250\\\270\025\270d\300!\330\010\013\2102\210R\210r\220\023\220B\220b\230\001\330\014\022\220)\2301\330\010\014\320\014\034\230D\240\001\330\010\014\210H\220A\220Q\330\010\t\210\032\2201\330\010\t\320\t!\240\021\330\010\t\320\t \240\001\330\010\t\210\036\220q\330\010\t\320\t#\2401\330\010\t\210\032\2201\330\010\016\210b\220\002\220!\330\014\017\210q\220\001\220\023\220C\220q\330\020\026\220i\230q\330\014\017\210r\220\022\2202\220S\230\002\230$\230a\230q\240\002\240\"\240C\240s\250!\330\020\027\220q\230\001\230\022\2302\230Q\330\020\023\2205\230\002\230%\230s\240%\240r\250\021\330\024\032\230)\2401\330\020\025\220Q\340\020\025\220Q\330\020\027\220x\230q\240\006\240a\240s\250!\2503""\250c\260\021\330\020\023\2205\230\002\230!\330\024\032\230)\2401\330\014\022\220&\230\001\230\023\230A\230S\240\003\2401\330\014\017\210u\220C\220q\330\020\023\2204\220q\230\005\230W\240F\250#\250Z\260r\270\021\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\023\2204\220q\230\005\230W\240E\250\024\250Z\260s\270\"\270D\300\n\310#\310Q\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\023\220:\230S\240\001\330\024\032\230)\2401\330\020\034\230A\330\020\024\220G\2301\230A\330\021\026\220c\230\021\330\020\021\220\032\230:\240Q\240h\250a\330\021\026\220c\230\021\330\020\021\220\036\230z\250\021\250,\260a\340\020\023\2204\220s\230!\330\024\032\230!\330\020\023\2204\220q\230\005\230W\240A\330\024\032\230)\2401\330\020\023\2205\230\003\2301\330\024\025\320\025-\250Q\330\025\032\230#\230Q\330\024\025\320\025,\250A\330\025\032\230#\230Q\330\024\025\320\025/\250q\340\024\025\220Z\230q\330\010\013\210:\220S\230\001\330\014\022\220)\2301\330\010\013\210:\220S\230\001\330\014\r\210]\230!\330\014\r\210X\220T\230\021\230&\240\003\2401\240F\250#\250W\260A\330\r\027\220s\230!\330\014\r\210]\230!\330\014\r\210X\220Q\340\014\r\210]\230!\330\014\r\210X\220T\230\021\230!\330\010\017\210q\330\013\014\330\010\017\320\017!\240\021\240%\240w\250a\340\010\030\230\001\230\021\230!";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 99; i++) {
+    for (int i = 0; i < 105; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 8) PyUnicode_InternInPlace(&string);
@@ -13138,8 +13673,8 @@ static const char bytes[] = "?Note that Cython is deliberately stricter than PEP
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 99; i < 103; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-99].length;
+    for (int i = 105; i < 110; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-105].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -13149,15 +13684,15 @@ static const char bytes[] = "?Note that Cython is deliberately stricter than PEP
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 103; i++) {
+    for (Py_ssize_t i = 0; i < 110; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 99;
-      for (Py_ssize_t i=0; i<4; ++i) {
+      PyObject **table = stringtab + 105;
+      for (Py_ssize_t i=0; i<5; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -13223,7 +13758,7 @@ typedef struct {
     unsigned int num_kwonly_args : 1;
     unsigned int nlocals : 5;
     unsigned int flags : 10;
-    unsigned int first_line : 9;
+    unsigned int first_line : 10;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -13261,6 +13796,11 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     const __Pyx_PyCode_New_function_description descr = {6, 0, 0, 18, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 495};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_pos, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_cache, __pyx_mstate->__pyx_n_u_convert_prefix, __pyx_mstate->__pyx_n_u_convert_whole, __pyx_mstate->__pyx_n_u_view, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_ds, __pyx_mstate->__pyx_n_u_bp, __pyx_mstate->__pyx_n_u_head, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_last_prefix, __pyx_mstate->__pyx_n_u_last_val, __pyx_mstate->__pyx_n_u_prefix, __pyx_mstate->__pyx_n_u_val};
     __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_spark_amqp_protocol_amqp10__spee_2, __pyx_mstate->__pyx_n_u_chunk_to_091, __pyx_mstate->__pyx_kp_b_iso88591_A_q_avQfA_D_4r_Q_a_b_r_2Rq_j_4q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 563};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_prefix, __pyx_mstate->__pyx_n_u_body, __pyx_mstate->__pyx_n_u_short_max, __pyx_mstate->__pyx_n_u_view, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_hl, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_pl, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_d};
+    __pyx_mstate_global->__pyx_codeobj_tab[4] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_spark_amqp_protocol_amqp10__spee_2, __pyx_mstate->__pyx_n_u_data_entry, __pyx_mstate->__pyx_kp_b_iso88591_s_1_avQfA_D_U_C_a_2S_q_b_Qa_c_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[4])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;

@@ -493,9 +493,10 @@ cdef Py_ssize_t _data_start(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_s
 
 
 def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefix, convert_whole):
-    """The 0-9-1 view of the entries of a stream chunk's data ``data[pos:end]`` (osiris
-    entries: ``0 | 31-bit size | AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of
-    ``(enc, props_raw, body)``, one per record.
+    """As ``chunk_view.chunk_to_091`` (its pure-Python oracle): the 0-9-1 view of the
+    entries of a stream chunk's data ``data[pos:end]`` (osiris entries: ``0 | 31-bit size |
+    AMQP 1.0 message``, or a sub-batch ``1 | ...``): a list of ``(enc, props_raw, body)``,
+    one per record.
 
     A message whose last and only body section is one data section is split there: the bytes
     before it (the prefix) are looked up in ``cache`` (prefix -> ``(enc, props_raw)``), and on
@@ -551,6 +552,47 @@ def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefi
                 last_val = val
             out.append((val[0], val[1], PyBytes_FromStringAndSize(<const char*>(b + bp), p + n - bp)))
             p += n
+        return out
+    finally:
+        PyBuffer_Release(&view)
+
+
+from cpython.bytes cimport PyBytes_AS_STRING
+
+
+def data_entry(bytes prefix, body, Py_ssize_t short_max):
+    """As ``convert.data_entry``: ``size (u32) | prefix | data section of body`` in one
+    allocation (the osiris simple entry of a 0-9-1 message stored in a stream)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t n, hl, total, pl = len(prefix)
+    cdef bytes out
+    cdef unsigned char* d
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        n = view.len
+        hl = 5 if n <= short_max else 8
+        total = pl + hl + n
+        out = PyBytes_FromStringAndSize(NULL, 4 + total)
+        d = <unsigned char*>PyBytes_AS_STRING(out)
+        d[0] = (total >> 24) & 0xFF
+        d[1] = (total >> 16) & 0xFF
+        d[2] = (total >> 8) & 0xFF
+        d[3] = total & 0xFF
+        memcpy(d + 4, PyBytes_AS_STRING(prefix), pl)
+        d += 4 + pl
+        d[0] = 0x00
+        d[1] = 0x53
+        d[2] = 0x75
+        if hl == 5:
+            d[3] = 0xa0
+            d[4] = n
+        else:
+            d[3] = 0xb0
+            d[4] = (n >> 24) & 0xFF
+            d[5] = (n >> 16) & 0xFF
+            d[6] = (n >> 8) & 0xFF
+            d[7] = n & 0xFF
+        memcpy(d + hl, view.buf, n)
         return out
     finally:
         PyBuffer_Release(&view)
