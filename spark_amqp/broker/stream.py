@@ -24,7 +24,7 @@ Semantics follow RabbitMQ (osiris ``osiris_log.erl``, ``osiris_writer.erl``;
 ``DATA_DIR/streams/<vhost>/<stream>/<first offset, 20 digits>.segment`` (names URL-quoted),
 each ``OSIL`` + version 1 (u32) and then chunks exactly in osiris's format::
 
-    magic 5 / version 1 (u8) | type (u8) | entries (u16) | records (u32) | timestamp ms (i64)
+    magic 5 / version 0 (u8) | type (u8) | entries (u16) | records (u32) | timestamp ms (i64)
     | epoch (u64) | chunk id (u64) | data CRC-32 (u32) | data length (u32) | trailer length (u32)
     | bloom size (u8) | reserved (3) | bloom | data (entries) | trailer (tracking entries)
 
@@ -84,7 +84,7 @@ CHUNK_MAX_BYTES = 1 << 17
 CHUNK_USER, CHUNK_TRK_DELTA, CHUNK_TRK_SNAPSHOT = 0, 1, 2
 #: the first bytes of a segment file of this format: osiris's log magic and version 1
 SEGMENT_MAGIC = b"OSIL\x00\x00\x00\x01"
-_MAGIC_VERSION = 0x51                    # chunk magic 5, chunk format version 1
+_MAGIC_VERSION = 0x50                    # chunk magic 5, chunk format version 0 (osiris.hrl)
 _CHUNK = struct.Struct(">BBHIqQQIIIB3x")  # the 48-byte chunk header (osiris_log.erl)
 CHUNK_HEADER_SIZE = _CHUNK.size
 _EPOCH = 1
