@@ -72,6 +72,7 @@ def split_entries(data, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t num_entries,
     if i != end:
         return _py_split(data, pos, end, num_entries, num_records)
     cdef list out = PyList_New(num_entries)
+    cdef object m
     i = pos
     for k in range(num_entries):
         head = _u32(p + i)
@@ -185,6 +186,7 @@ def split_publish(buf, Py_ssize_t pos, Py_ssize_t end):
         return _py_split_publish(buf, pos, end)
     cdef list ids = PyList_New(n)
     cdef list msgs = PyList_New(n)
+    cdef object v, m
     i = pos + 9
     for k in range(n):
         v = _u64(p + i)

@@ -181,6 +181,9 @@ def parse_chunk(buf: bytes, pos: int = 0, end: int | None = None, verify_crc: bo
     if magic != CHUNK_MAGIC_VERSION:
         raise CorruptChunk(f"chunk magic/version byte {magic:#04x}, expected "
                            f"{CHUNK_MAGIC_VERSION:#04x} (osiris magic 5, version 0)")
+    if ctype > ChunkType.TRACKING_SNAPSHOT:
+        raise CorruptChunk(f"chunk {chunk_id}: unknown chunk type {ctype} (0 user, 1 tracking "
+                           "delta, 2 tracking snapshot)")
     body = end - pos - CHUNK_HEADER_SIZE
     start = pos + CHUNK_HEADER_SIZE
     if body == dlen:

@@ -321,6 +321,10 @@ def _r_offset_spec(r: Reader) -> OffsetSpec:
     return OffsetSpec.read(r)
 
 
+def _r_offset_spec_none(r: Reader) -> OffsetSpec:
+    return OffsetSpec.read(r, allow_none=True)
+
+
 FIELD_KINDS = {
     "u8": (_w_u8, Reader.u8), "u16": (_w_u16, Reader.u16), "u32": (_w_u32, Reader.u32),
     "u64": (_w_u64, Reader.u64), "i64": (_w_i64, Reader.i64), "bool": (_w_bool, _r_bool),
@@ -328,6 +332,7 @@ FIELD_KINDS = {
     "map": (put_str_map, Reader.str_map), "list": (put_str_list, Reader.str_list),
     "opt_map": (_w_opt_map, _r_opt_map), "offset_spec": (lambda o, v: OffsetSpec(*v).put(o),
                                                          _r_offset_spec),
+    "offset_spec_none": (lambda o, v: OffsetSpec(*v).put(o), _r_offset_spec_none),
     "cmd_versions": (_w_cmd_versions, _r_cmd_versions), "stats": (_w_stats, _r_stats),
 }
 
@@ -459,7 +464,7 @@ ConsumerUpdate = _define("ConsumerUpdate", Key.CONSUMER_UPDATE,
                          doc="Server to client (3.11+, single active consumer): the "
                              "subscription becomes ``active`` or not.")
 ConsumerUpdateResponse = _define(
-    "ConsumerUpdateResponse", Key.CONSUMER_UPDATE, (("offset_spec", "offset_spec"),),
+    "ConsumerUpdateResponse", Key.CONSUMER_UPDATE, (("offset_spec", "offset_spec_none"),),
     response=True, defaults={"offset_spec": lambda: OffsetSpec(OffsetType.NEXT)},
     doc="Client to server: where the newly active consumer starts.")
 ExchangeCommandVersions = _define("ExchangeCommandVersions", Key.EXCHANGE_COMMAND_VERSIONS,
@@ -621,7 +626,7 @@ class MetadataResponse(Command):
         corr = r.u32()
         brokers = [Broker(r.u16(), r.string(), r.u32()) for _ in range(r.count(8))]
         streams = []
-        for _ in range(r.count(12)):
+        for _ in range(r.count(10)):
             name, code, leader = r.string(), r.u16(), r.u16()
             n = r.count(2)
             streams.append(StreamMetadata(name, code, leader,

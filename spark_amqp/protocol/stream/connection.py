@@ -416,16 +416,19 @@ class StreamConnection:
                 self.publishers.pop(req.publisher_id, None)
 
     def _negotiate(self, frame_max: int, heartbeat: int) -> tuple:
-        """The client's answer to tune: the smaller non-zero frame_max, and the smaller
-        heartbeat (0 on either side: the other; RabbitMQ's Java client does the same)."""
+        """The client's answer to tune. frame_max: the smaller of the two, 0 (no limit) on
+        either side meaning the other's (RabbitMQ's ``negotiate_frame_max``; the Java client's
+        ``negotiatedMaxValue``). heartbeat: the server's when this client has no preference
+        (None), none when it asked for 0, else the smaller (0 from the server: this one's)."""
         want_fm, want_hb = self._want_frame_max, self._want_heartbeat
-
-        def lower(a: int, b: int | None) -> int:
-            if b is None:
-                return a
-            return b if a == 0 else a if b == 0 else min(a, b)
-
-        return lower(frame_max, want_fm or None), lower(heartbeat, want_hb)
+        fm = frame_max if not want_fm else want_fm if not frame_max else min(frame_max, want_fm)
+        if want_hb is None:
+            hb = heartbeat
+        elif want_hb == 0:
+            hb = 0
+        else:
+            hb = want_hb if not heartbeat else min(heartbeat, want_hb)
+        return fm, hb
 
     # ------------------------------------------------------------------ closing
 
