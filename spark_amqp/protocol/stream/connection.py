@@ -1,9 +1,11 @@
 """Sans-IO stream-protocol connection state machine, for both roles (as the 0-9-1 one).
 
 One :class:`StreamConnection` per transport connection. The caller owns the socket: it feeds
-received bytes to :meth:`~StreamConnection.receive_data` (which returns the decoded commands,
-a ``deliver`` as a :class:`~.commands.Deliver` whose ``chunk`` is parsed with
-:func:`~.chunk.parse_chunk`) and writes the bytes :meth:`~StreamConnection.send` returns.
+received bytes to :meth:`~StreamConnection.receive_data`, which returns the decoded commands
+(in the client role a ``deliver`` comes out as the :class:`~.chunk.Chunk` it carries, parsed
+where it lies in the received bytes, its CRC-32 checked, with ``subscription_id`` and
+``committed_chunk_id`` set: the hot path makes no other object), and writes the bytes
+:meth:`~StreamConnection.send` returns.
 
 The handshake (PROTOCOL.adoc "Authentication"; ``rabbit_stream_reader`` v3.10.8/v4.3.5)::
 
@@ -63,6 +65,7 @@ from .commands import (CLIENT_SENDS, SERVER_SENDS, Close, CloseResponse, Command
                        ConsumerUpdate, ConsumerUpdateResponse)
 from .constants import (DEFAULT_FRAME_MAX, DEFAULT_INITIAL_FRAME_MAX, RESPONSE_FLAG, Code, Key)
 from .errors import StreamError, UnknownFrame
+from .chunk import parse_chunk
 from .framing import FrameDecoder
 
 __all__ = ["StreamConnection", "State", "CLIENT", "SERVER", "DEFAULT_MAX_RECEIVE_SIZE"]
@@ -72,6 +75,7 @@ SERVER = "server"
 #: the largest frame a client accepts by default (a chunk may exceed frame_max)
 DEFAULT_MAX_RECEIVE_SIZE = 256 * 1024 * 1024
 _KEY = struct.Struct(">HH").unpack_from
+_U64 = struct.Struct(">Q").unpack_from
 _monotonic = time.monotonic
 
 
@@ -112,6 +116,7 @@ class StreamConnection:
         initial_frame_max: (server) the ceiling before ``open`` (default 8192 as RabbitMQ
             4.x; 0 = none, as 3.10).
         max_receive_size: (client) the largest frame accepted, bytes.
+        verify_crc: (client) check each delivered chunk's CRC-32 (default True).
 
     Attributes: ``state`` (:class:`State`), ``frame_max`` and ``heartbeat`` (negotiated),
     ``peer_properties`` (dict: the other side's), ``vhost``, ``mechanism`` (the SASL mechanism
@@ -121,10 +126,11 @@ class StreamConnection:
 
     def __init__(self, role: str, frame_max: int = DEFAULT_FRAME_MAX,
                  heartbeat: int | None = 60, initial_frame_max: int = DEFAULT_INITIAL_FRAME_MAX,
-                 max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE):
+                 max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE, verify_crc: bool = True):
         if role not in (CLIENT, SERVER):
             raise ValueError(f"role must be 'client' or 'server', got {role!r}")
         self.role = role
+        self.verify_crc = verify_crc
         self.state = State.PEER_PROPERTIES
         self.frame_max = frame_max
         self.heartbeat = heartbeat or 0
@@ -282,21 +288,30 @@ class StreamConnection:
         role = self.role
         opened = self.state is State.OPENED
         credits = self.credits
+        verify = self.verify_crc
         for buf, start, end in frames:
-            if opened and role == CLIENT and end - start >= 5 and _KEY(buf, start) in (
-                    (Key.DELIVER, 1), (Key.DELIVER, 2)):
-                # the hot path: a chunk for a subscription
-                cmd = decode(buf, start, end, role)
-                left = credits.get(cmd.subscription_id)
-                if left is None:
-                    raise UnknownFrame(f"a deliver for subscription {cmd.subscription_id}, "
-                                       "which this client does not have")
-                if left <= 0:
-                    raise UnknownFrame(f"a deliver for subscription {cmd.subscription_id} "
-                                       "beyond its credit")
-                credits[cmd.subscription_id] = left - 1
-                append(cmd)
-                continue
+            if opened and role == CLIENT and end - start >= 5:
+                key, version = _KEY(buf, start)
+                if key == Key.DELIVER and (version == 1 or version == 2):
+                    # the hot path: a chunk for a subscription, parsed where it lies
+                    sub = buf[start + 4]
+                    left = credits.get(sub)
+                    if left is None:
+                        raise UnknownFrame(f"a deliver for subscription {sub}, which this "
+                                           "client does not have")
+                    if left <= 0:
+                        raise UnknownFrame(f"a deliver for subscription {sub} beyond its credit")
+                    if version == 2:
+                        if end - start < 13:
+                            raise UnknownFrame("a version-2 deliver without its committed "
+                                               "chunk id")
+                        committed = _U64(buf, start + 5)[0]
+                        cstart = start + 13
+                    else:
+                        committed, cstart = None, start + 5
+                    credits[sub] = left - 1
+                    append(parse_chunk(buf, cstart, end, verify, committed, sub))
+                    continue
             cmd = decode(buf, start, end, role)
             self._received(cmd)
             append(cmd)
@@ -447,8 +462,10 @@ class StreamConnection:
     def note_received(self) -> None:
         self._last_recv = _monotonic()
 
-    def note_sent(self) -> None:
-        self._last_send = _monotonic()
+    def note_sent(self, when: float | None = None) -> None:
+        """Count a write made without :meth:`send` (e.g. a publish frame built elsewhere) at
+        monotonic time ``when`` (default now)."""
+        self._last_send = _monotonic() if when is None else when
 
     def heartbeat_action(self, now: float | None = None) -> str | None:
         """``"dead"`` when nothing arrived for two heartbeat intervals, ``"send"`` when
