@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import ssl
 import threading
 import time
@@ -142,6 +143,27 @@ def _dial_any(params: StreamParameters, addresses: list, what: str) -> NodeConne
         time.sleep(min(backoff.failed(), max(0.0, window.left())))
 
 
+_MAX_AGE = re.compile(r"[0-9]+[YMDhms]")
+_INT_ARGUMENTS = {"max-length-bytes": 0, "stream-max-segment-size-bytes": 0,
+                  "initial-cluster-size": 1}
+
+
+def _check_stream_arguments(args: dict) -> None:
+    """Refuse, before anything is sent, the stream arguments RabbitMQ 3.10.8 cannot parse:
+    its stream manager crashes on them (``binary_to_integer`` of a non-integer size,
+    ``check_max_age`` of a max-age without leading digits: the connection is lost, seen on
+    this machine) instead of answering PRECONDITION_FAILED. Raises ``ValueError`` naming the
+    argument."""
+    age = args.get("max-age")
+    if age is not None and (not _MAX_AGE.fullmatch(age) or int(age[:-1]) == 0):
+        raise ValueError(f"max_age {age!r}: give a positive number and a unit, Y M D h m s "
+                         "(e.g. '7D', '12h'; RabbitMQ's x-max-age)")
+    for key, low in _INT_ARGUMENTS.items():
+        v = args.get(key)
+        if v is not None and (not v.isdigit() or int(v) < low):
+            raise ValueError(f"{key.replace('-', '_')} {v!r}: give an integer >= {low}")
+
+
 @dataclass(frozen=True)
 class StreamInfo:
     """A stream's metadata: ``code`` (OK, STREAM_DOES_NOT_EXIST, STREAM_NOT_AVAILABLE,
@@ -210,8 +232,10 @@ class StreamClient:
         ``initial_cluster_size`` (nodes); ``leader_locator`` (``client-local``, ``balanced``,
         ``least-leaders``); ``arguments``: any other, as strings (RabbitMQ's stream
         arguments without ``x-``). Returns True when created, False when it existed and
-        ``exists_ok``. Raises StreamAlreadyExists (0x05), PreconditionFailed (0x11: a bad
-        argument), AccessRefused (0x10)."""
+        ``exists_ok``. Raises ValueError (a malformed ``max_age`` or size, before anything
+        is sent), StreamAlreadyExists (0x05: it exists with the same arguments),
+        PreconditionFailed (0x11: a bad argument, or it exists with other arguments: what
+        RabbitMQ 3.10.8 answers, whatever ``exists_ok``), AccessRefused (0x10)."""
         args = {k: str(v) for k, v in (arguments or {}).items()}
         for key, value in (("max-length-bytes", max_length_bytes), ("max-age", max_age),
                            ("stream-max-segment-size-bytes", max_segment_size_bytes),
@@ -219,6 +243,7 @@ class StreamClient:
                            ("queue-leader-locator", leader_locator)):
             if value is not None:
                 args[key] = str(value)
+        _check_stream_arguments(args)
         ok = (Code.OK, Code.STREAM_ALREADY_EXISTS) if exists_ok else (Code.OK,)
         r = self._request(C.CreateStream(0, stream, args), ok)
         return r.code == Code.OK
