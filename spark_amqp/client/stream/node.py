@@ -214,9 +214,7 @@ class NodeConnection:
     def _check(self) -> None:
         if self._error is not None:
             err = self._error
-            if isinstance(err, StreamError):
-                raise error_for_code(err.code, err.text) from err
-            raise type(err)(str(err)) from err
+            raise _copy(err) from err
 
     def send_command(self, cmd) -> None:
         """Write a one-way command (credit, store_offset, ...) through the state machine."""
@@ -285,8 +283,10 @@ class NodeConnection:
                             self._transport.send(frame)  # type: ignore[union-attr]
                 except (OSError, StreamError):
                     pass
-            self._lost(error_for_code(exc.code, f"{self.where} sent data this client cannot "
-                                      f"accept, so it closed the connection: {exc.text}"))
+            err = _copy(exc, f"{self.where} sent data this client cannot accept, so it closed "
+                             f"the connection: {exc.text}")
+            err.__cause__ = exc
+            self._lost(err)
         except OSError as exc:
             if not isinstance(exc, ConnectionLost):
                 exc = ConnectionLost(f"reading from {self.where} failed: {exc}")
@@ -491,6 +491,20 @@ class NodeConnection:
     def __repr__(self) -> str:
         state = "open" if self.is_open else "closed"
         return f"<NodeConnection {self.where} {state}>"
+
+
+def _copy(err: BaseException, text: str | None = None) -> BaseException:
+    """A fresh exception of ``err``'s type (its code kept), to raise again from a later call
+    without growing the original's traceback; ``text`` replaces its message."""
+    if isinstance(err, StreamError):
+        new = type(err)(err.text if text is None else text)
+        if new.code != err.code:
+            new = StreamError(new.text, code=err.code)
+        return new
+    try:
+        return type(err)(str(err) if text is None else text)
+    except Exception:  # noqa: BLE001 - an exception class with another signature
+        return err
 
 
 def _version_tuple(text: str) -> tuple:
