@@ -34,8 +34,9 @@ _ENTRY_OVERHEAD = 12  # publishing id, entry size
 
 @dataclass
 class PublishResult:
-    """What :meth:`Producer.wait_for_confirms` saw: ``confirmed`` (int: messages confirmed
-    since the producer opened), ``errors`` (``{publishing_id: code}``: messages the broker
+    """What :meth:`Producer.wait_for_confirms` saw: ``confirmed`` (int: distinct publishing
+    ids confirmed since the producer opened; an id sent again before its confirm came is
+    counted once, and the broker stores it at most once), ``errors`` (``{publishing_id: code}``: messages the broker
     did not store, e.g. 0x11 PRECONDITION_FAILED, 0x12 PUBLISHER_DOES_NOT_EXIST)."""
 
     confirmed: int
