@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 .PHONY: venv demo test check bench clean
 
 # setup.py compiles the codec's optional fast paths (spark_amqp/protocol/_speedups.pyx, Cython)
-$(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx spark_amqp/protocol/amqp10/_speedups.pyx
+$(VENV)/.installed: pyproject.toml setup.py spark_amqp/protocol/_speedups.pyx spark_amqp/protocol/stream/_speedups.pyx spark_amqp/protocol/amqp10/_speedups.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,examples,broker,docs]'
@@ -34,4 +34,5 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info spark_amqp/protocol/_speedups.c spark_amqp/protocol/_speedups.*.so \
+		spark_amqp/protocol/stream/_speedups.c spark_amqp/protocol/stream/_speedups.*.so \
 		spark_amqp/protocol/amqp10/_speedups.c spark_amqp/protocol/amqp10/_speedups.*.so

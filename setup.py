@@ -1,5 +1,6 @@
-"""Builds the optional compiled fast paths of the codec (``spark_amqp/protocol/_speedups.pyx``,
-``spark_amqp/protocol/amqp10/_speedups.pyx``).
+"""Builds the optional compiled fast paths of the codecs (``spark_amqp/protocol/_speedups.pyx``
+for AMQP 0-9-1, ``spark_amqp/protocol/stream/_speedups.pyx`` for the stream protocol,
+``spark_amqp/protocol/amqp10/_speedups.pyx`` for the AMQP 1.0 message format).
 
 Everything else is configured in pyproject.toml. The extension is optional: without Cython or
 a C compiler (the build of the extension fails: setuptools warns and goes on), or with
@@ -19,6 +20,8 @@ if os.environ.get("SPARK_AMQP_PURE_PYTHON") != "1":
 
         ext_modules = cythonize(
             [Extension("spark_amqp.protocol._speedups", ["spark_amqp/protocol/_speedups.pyx"]),
+             Extension("spark_amqp.protocol.stream._speedups",
+                       ["spark_amqp/protocol/stream/_speedups.pyx"]),
              Extension("spark_amqp.protocol.amqp10._speedups", ["spark_amqp/protocol/amqp10/_speedups.pyx"])],
             compiler_directives={"language_level": 3}, quiet=True)
     except Exception as exc:  # no Cython in the build environment, or it failed: pure Python

@@ -8,6 +8,7 @@ from .errors import (
     ChannelClosed, ClientError, ConfirmTimeout, ConnectionClosed, ConnectionLost,
     ProtocolMismatch, PublishNacked,
 )
+from .failover import BrokerUnreachable, Failure, classify
 from .messages import ConfirmResult, DeclareOk, Delivery, ReturnedMessage
 from .uri import ConnectionParameters, parse_addresses, parse_uri
 
@@ -15,5 +16,5 @@ __all__ = [
     "connect", "AllAddressesFailed", "parse_addresses", "Connection", "Channel", "Delivery", "ReturnedMessage", "ConfirmResult",
     "DeclareOk", "ConnectionParameters", "parse_uri", "ClientError", "ConnectionLost",
     "ConnectionClosed", "ChannelClosed", "PublishNacked", "ConfirmTimeout", "ProtocolMismatch",
-    "CLIENT_CAPABILITIES",
+    "CLIENT_CAPABILITIES", "BrokerUnreachable", "Failure", "classify",
 ]

@@ -29,11 +29,12 @@ from typing import Any, Callable
 
 from ..protocol import ContentMessage, MethodFrame, spec
 from ..protocol.connection import AMQPConnection, Role, close_method_for, error_from_close
-from ..protocol.errors import AccessRefused, AMQPError, NotAllowed, error_for_code
+from ..protocol.errors import AMQPError, error_for_code
 from ..protocol.raw_deliveries import RawDeliveries
 from .channel import Channel
 from .errors import (ConnectionClosed, ConnectionLost, ProtocolMismatch, close_text,
                      connection_level, copy_error)
+from .failover import Backoff, BrokerUnreachable, Failure, FailoverWindow, classify
 from .handshake import CLIENT_CAPABILITIES, negotiate
 from .transport import TCPTransport, TLSTransport, Transport, open_socket
 from .uri import ConnectionParameters, format_address, parse_uri
@@ -43,8 +44,10 @@ __all__ = ["Connection", "connect", "AllAddressesFailed", "CLIENT_CAPABILITIES"]
 log = logging.getLogger("spark_amqp.client")
 
 _monotonic = time.monotonic
-_FIRST_FAILOVER_BACKOFF = 0.5  # seconds between rounds over the addresses, doubling ...
-_MAX_FAILOVER_BACKOFF = 5.0  # ... up to this
+#: seconds between rounds over the addresses (``failover_timeout`` > 0), doubling ...
+FIRST_FAILOVER_BACKOFF = 0.5
+#: ... up to this (the failure model's table: docs/architecture.md)
+MAX_FAILOVER_BACKOFF = 5.0
 _Close = spec.Connection.Close
 _CloseOk = spec.Connection.CloseOk
 _Blocked = spec.Connection.Blocked
@@ -105,8 +108,9 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
         if (host, port) != (params.host, params.port):
             params = dataclasses.replace(params, host=host, port=port)
         return Connection(params)
-    deadline = _monotonic() + float(params.failover_timeout)
-    backoff = _FIRST_FAILOVER_BACKOFF
+    window = FailoverWindow(float(params.failover_timeout), _monotonic)
+    backoff = Backoff(FIRST_FAILOVER_BACKOFF, MAX_FAILOVER_BACKOFF, _monotonic)
+    window.failed()  # the window runs from the first attempt
     errors: dict[str, BaseException] = {}
     while True:
         order = list(addresses)
@@ -115,48 +119,37 @@ def connect(uri: str | None = None, **overrides: Any) -> "Connection":
         for host, port in order:
             try:
                 return Connection(dataclasses.replace(params, host=host, port=port))
-            except (AccessRefused, NotAllowed, ssl.SSLCertVerificationError):
-                raise  # the same on every node: trying the others only delays the answer
-            except (OSError, AMQPError, ProtocolMismatch) as exc:
+            except Exception as exc:
+                if classify(exc) is Failure.REFUSED:
+                    raise  # the same on every node: trying the others only delays the answer
                 errors[format_address(host, port)] = exc
                 log.warning("cannot connect to %s (%s); trying the next address",
                             format_address(host, port), exc)
-        left = deadline - _monotonic()
-        if left <= 0:
+        if window.expired():
             raise AllAddressesFailed(params, errors)
-        time.sleep(min(backoff, left))
-        backoff = min(backoff * 2, _MAX_FAILOVER_BACKOFF)
+        time.sleep(min(backoff.failed(), window.left()))
 
 
-class AllAddressesFailed(ConnectionLost):
+class AllAddressesFailed(BrokerUnreachable):
     """No broker address could be connected (:func:`connect` with several addresses or a
-    ``failover_timeout``).
+    ``failover_timeout``): the client's :class:`.failover.BrokerUnreachable`.
 
     Attributes:
         errors: ``{"host:port": exception}``, the last error of every address tried.
     """
 
     def __init__(self, params: ConnectionParameters | str, errors: dict | None = None):
-        self.errors = dict(errors or {})
         if isinstance(params, str):  # a copy (copy_error) or an unpickled one: the text
-            super().__init__(params)
+            super().__init__(params, errors)
             return
-        lines = "; ".join(f"{a}: {e}" for a, e in self.errors.items())
+        errors = dict(errors or {})
+        lines = "; ".join(f"{a}: {e}" for a, e in errors.items())
         within = (f" within failover_timeout {params.failover_timeout:g} s"
                   if params.failover_timeout else " (one round; failover_timeout 0)")
         super().__init__(
-            f"could not connect to any of the {len(self.errors)} broker address(es) of "
+            f"could not connect to any of the {len(errors)} broker address(es) of "
             f"{params.redacted_uri(all_addresses=True)}{within}: {lines}. Check that the "
-            "nodes run and the addresses are right")
-
-    def __reduce__(self):
-        # picklable (Spark ships errors between processes): rebuilt from its text and the
-        # errors' texts
-        return _rebuild_all_failed, (str(self), {a: str(e) for a, e in self.errors.items()})
-
-
-def _rebuild_all_failed(text: str, errors: dict) -> AllAddressesFailed:
-    return AllAddressesFailed(text, {a: ConnectionLost(e) for a, e in errors.items()})
+            "nodes run and the addresses are right", errors)
 
 
 class Connection:

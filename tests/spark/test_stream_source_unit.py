@@ -466,11 +466,13 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
     """RabbitMQ 3.10 answers basic.consume on a node whose replica of the stream is not
     running (just restarted) with 406 "... does not have a replica on the local node", 506
     "... does not have a running local replica" or, during a re-election, 541 INTERNAL_ERROR:
-    worth a reconnect, as a lost connection; other 406s/506s and read timeouts are not."""
+    worth a reconnect, as a lost connection; other 406s/506s and read timeouts are not (the
+    client's one classification, spark_amqp.client.failover)."""
     from spark_amqp.client.errors import ConnectionLost
+    from spark_amqp.client.failover import retryable as _lost_connection
     from spark_amqp.protocol.errors import (ConnectionForced, InternalError, PreconditionFailed,
                                             ResourceError)
-    from spark_amqp.spark.source.streams.consumer import ReadTimeout, _lost_connection
+    from spark_amqp.spark.source.streams.consumer import ReadTimeout
 
     assert _lost_connection(PreconditionFailed(
         "PRECONDITION_FAILED - queue 'queue 's' in vhost '/'' does not have a replica on the "
@@ -492,7 +494,7 @@ def test_range_read_reconnects_on_a_node_without_a_running_replica():
 # -- failover of the driver's probe (issue 27) -----------------------------------------------
 
 def test_connect_avoiding_tries_the_nodes_without_a_replica_last():
-    from spark_amqp.spark.source.streams.failover import connect_avoiding
+    from spark_amqp.client.failover import connect_avoiding
 
     calls = []
 
@@ -553,7 +555,7 @@ def test_tail_probes_failing_longer_than_failover_timeout_fail_the_query():
     error (real connects to closed ports)."""
     import time
 
-    from spark_amqp.spark.source.streams.failover import StreamBrokerUnreachable
+    from spark_amqp.client.failover import BrokerUnreachable as StreamBrokerUnreachable
 
     o = parse_stream_options({"stream": "a", "uri": "amqp://guest:guest@127.0.0.1:1,"
                               "127.0.0.1:2/%2F", "failovertimeout": "1",
@@ -582,7 +584,7 @@ def test_range_read_gives_up_after_failover_timeout_with_a_clear_error():
     import time
 
     from spark_amqp.spark.source.streams.consumer import read_range
-    from spark_amqp.spark.source.streams.failover import StreamBrokerUnreachable
+    from spark_amqp.client.failover import BrokerUnreachable as StreamBrokerUnreachable
 
     o = parse_stream_options({"stream": "s", "uri": "amqp://guest:guest@127.0.0.1:1,"
                               "127.0.0.1:2/%2F", "failovertimeout": "0.5"})

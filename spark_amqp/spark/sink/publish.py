@@ -38,6 +38,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ...client.failover import retryable
+
 __all__ = ["AmqpSinkError", "TaskPublisher", "TaskStats", "CHUNK_MESSAGES", "CHUNK_BYTES",
            "MAX_RECONNECTS"]
 
@@ -327,13 +329,10 @@ class TaskPublisher:
     def _reconnect(self, exc: BaseException, unsent=()) -> bool:
         """After a lost connection: reconnect (another broker address) and publish again every
         message the lost channel kept unconfirmed (``unconfirmed_messages``), then ``unsent``
-        (messages it never numbered). False when ``exc`` is not a lost connection, after
-        :data:`MAX_RECONNECTS`, or when the reconnect fails."""
-        from ...protocol.errors import ConnectionForced
-
-        lost = (isinstance(exc, OSError) and not isinstance(exc, TimeoutError)) \
-            or isinstance(exc, ConnectionForced)
-        if (not lost or self.reconnects >= MAX_RECONNECTS or self._ch is None
+        (messages it never numbered). False when ``exc`` is refused for good (the client's
+        classification, :func:`spark_amqp.client.failover.classify`: a reconnect would get
+        the same answer), after :data:`MAX_RECONNECTS`, or when the reconnect fails."""
+        if (not retryable(exc) or self.reconnects >= MAX_RECONNECTS or self._ch is None
                 or self._blocked_error is not None):  # the watchdog ended the connection
             return False
         old_ch, old_conn = self._ch, self._conn

@@ -33,8 +33,10 @@ log = logging.getLogger(__name__)
 class QueueConsumer(Protocol):
     """What the queue-mode reader needs of its driver consumer (one connection consuming
     ``options.queues``, a channel per queue; see the module doc). Methods that talk to the
-    broker raise what the client raises: a connection error (``OSError``, an ``AMQPError``)
-    ends the reader's session, it reconnects."""
+    broker raise what the client raises: what the client's classification
+    (:func:`spark_amqp.client.failover.classify`) takes as a lost connection or a node that
+    cannot serve now ends the reader's session, it reconnects; what is refused for good fails
+    the query."""
 
     #: queue -> ready messages in the declare-ok answered before consuming (set by ``open``;
     #: Trigger.AvailableNow's snapshot)
@@ -87,9 +89,10 @@ class QueueMissing(RuntimeError):
 class QueueUnavailable(ConnectionError):
     """A source queue exists but its node is down: RabbitMQ answers a declare of a classic
     queue whose home node is stopped with 404 NOT_FOUND "home node ... is down or
-    inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent). An OSError,
-    so the reader retries it like a lost connection (within ``failoverTimeout``) instead of
-    failing the query for a missing queue."""
+    inaccessible" (rabbit_amqqueue:not_found_or_absent_dirty / rabbit_misc:absent; the
+    client's classification takes it as a node that cannot serve now). An OSError, so the
+    reader retries it (within ``failoverTimeout``) instead of failing the query for a missing
+    queue."""
 
 
 class ConsumerCancelled(ConnectionError):
@@ -103,7 +106,7 @@ class DriverConsumer:
 
     Methods raise ``spark_amqp.client.ConnectionLost`` (socket loss / heartbeat timeout) or a
     ``spark_amqp.protocol.errors.AMQPError`` subclass (broker closed the channel/connection);
-    the reader treats both as "session lost" and reconnects.
+    the reader classifies them (:func:`spark_amqp.client.failover.classify`).
     """
 
     def __init__(self, options: SourceOptions):

@@ -1,6 +1,7 @@
-"""The errors a queue-mode query fails with, and how the driver classifies what its consumer
-raises: a connection error (the session is lost, reconnect) or a body above
-``maxMessageBytes`` (fail the query). No I/O; the protocol's errors are imported lazily."""
+"""The errors a queue-mode query fails with besides the client's (a body above
+``maxMessageBytes``: fail the query). Whether an error ends the session (reconnect) or the
+query is the client's one classification (:func:`spark_amqp.client.failover.classify`);
+:class:`BrokerUnreachable` is the client's, named here too. No I/O."""
 
 from __future__ import annotations
 
@@ -9,15 +10,9 @@ from typing import TYPE_CHECKING, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import QueueConsumer
 
-__all__ = ["BrokerUnreachable", "MessageTooLarge", "body_too_large", "is_connection_error",
-           "message_too_large"]
+from spark_amqp.client.failover import BrokerUnreachable
 
-
-class BrokerUnreachable(ConnectionError):
-    """No broker address could be reached for ``failoverTimeout`` seconds after the source
-    lost its connection: the query fails with this error, whose message lists every address
-    and its last error. Nothing was acked after the loss: the unacked deliveries are back in
-    their queues, and a restarted query reads them (as redeliveries) from its checkpoint."""
+__all__ = ["BrokerUnreachable", "MessageTooLarge", "body_too_large", "message_too_large"]
 
 
 class MessageTooLarge(ValueError):
@@ -37,15 +32,6 @@ def body_too_large(e: BaseException | None):
             return e
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None
-
-
-def is_connection_error(e: BaseException) -> bool:
-    """True for what a lost or refused connection raises (``OSError``, which includes the
-    client's ``ConnectionLost``; an ``AMQPError`` of a channel or connection the broker
-    closed; ``EOFError``): the session is lost, the reader reconnects."""
-    from spark_amqp.protocol.errors import AMQPError
-
-    return isinstance(e, (OSError, AMQPError, EOFError))
 
 
 def message_too_large(big, consumer: "QueueConsumer | None",

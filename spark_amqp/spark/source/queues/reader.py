@@ -49,6 +49,8 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from spark_amqp.client.failover import BrokerUnreachable, retryable
+
 from ..arrow import to_record_batches
 from ..compat import ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 from ..options import SourceOptions
@@ -56,8 +58,7 @@ from ..pacing import TriggerPacer
 from .budget import AvailableNowBudget
 from .buffer import Session
 from .consumer import QueueConsumer
-from .errors import (BrokerUnreachable, MessageTooLarge, body_too_large, is_connection_error,
-                     message_too_large)
+from .errors import MessageTooLarge, body_too_large, message_too_large
 from .frames import FramesPart, frames_chunks, frames_part, unpack
 from .offsets import SourceOffset
 from .partition_server import FramesRef, PartitionServer, fetch
@@ -434,7 +435,7 @@ class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 return plan if self._paced_ready(plan, limits) else None
             except Exception as e:
                 self._fail_if_too_large(e)
-                if not is_connection_error(e):
+                if not retryable(e):
                     raise
                 self._lose_session(e)
                 if self.available_now is not None:
@@ -542,7 +543,7 @@ class AmqpQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         try:
             self._ack_upto(off)
         except Exception as e:
-            if not is_connection_error(e):
+            if not retryable(e):
                 raise
             self._lose_session(e)
 

@@ -10,9 +10,12 @@ The rules (issue 27; :class:`ConnectionSupervisor`):
   several broker addresses: another node is likely up, and the first loss then reconnects at
   once); each attempt tries every address (the client's ``connect``, shuffled unless
   ``shuffleAddresses=false``). Failures are logged, not raised, so the query keeps running;
-  except ``ACCESS_REFUSED``, errors that are not connection errors, a missing queue with
+  except what is refused for good (``ACCESS_REFUSED``, a vhost, other reply codes, errors
+  that are not the connection's), a missing queue with
   ``failOnDataLoss=true``, and :class:`.errors.BrokerUnreachable` once reconnects have failed
-  for ``failoverTimeout`` seconds (default :data:`DEFAULT_FAILOVER_TIMEOUT`).
+  for ``failoverTimeout`` seconds (default :data:`DEFAULT_FAILOVER_TIMEOUT`). What counts as
+  refused for good is the client's one classification
+  (:func:`spark_amqp.client.failover.classify`).
 
 Time comes from an injected ``clock`` (monotonic seconds; tests pass a fake one) and
 ``sleep``. No I/O but the consumer's own.
@@ -24,9 +27,12 @@ import logging
 import time
 from typing import Callable
 
+from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, FailoverWindow,
+                                        classify, several_addresses)
+
 from ..options import SourceOptions
 from .consumer import QueueConsumer, QueueMissing
-from .errors import BrokerUnreachable, body_too_large, is_connection_error, message_too_large
+from .errors import body_too_large, message_too_large
 
 __all__ = ["ConnectionSupervisor", "DEFAULT_FAILOVER_TIMEOUT", "FIRST_BACKOFF", "MAX_BACKOFF",
            "MAX_FAILOVER_BACKOFF"]
@@ -43,17 +49,13 @@ MAX_FAILOVER_BACKOFF = 5.0
 DEFAULT_FAILOVER_TIMEOUT = 300.0
 
 
-def has_several_addresses(options: SourceOptions) -> bool:
-    """True when the connection names more than one broker address (option ``addresses``, or
-    a URI with ``host1,host2``)."""
-    conn = options.connection
-    hosts = options.uri.split("/")[2].rpartition("@")[2]
-    return len(conn.get("addresses") or ()) > 1 or "," in hosts
-
-
 class ConnectionSupervisor:
     """Owns the driver's consumer (:attr:`consumer`, None while disconnected) and the
-    reconnect timing (see the module doc).
+    reconnect timing (see the module doc), on the client's failure model
+    (:mod:`spark_amqp.client.failover`): a :class:`~spark_amqp.client.failover.Backoff`
+    (:data:`FIRST_BACKOFF` up to :data:`MAX_BACKOFF`, or :data:`MAX_FAILOVER_BACKOFF` with
+    several addresses) and a :class:`~spark_amqp.client.failover.FailoverWindow`
+    (``failoverTimeout``, default :data:`DEFAULT_FAILOVER_TIMEOUT`).
 
     ``make_consumer``: builds an unopened :class:`.consumer.QueueConsumer`. ``options``: the
     source's (queues, ``failOnDataLoss``, ``failoverTimeout``, addresses). ``clock``:
@@ -72,14 +74,34 @@ class ConnectionSupervisor:
         self.options = options
         self._clock = clock
         self._sleep = sleep
-        self.max_backoff = (MAX_FAILOVER_BACKOFF if has_several_addresses(options)
-                            else MAX_BACKOFF)
+        self.several_addresses = several_addresses(options.uri, options.connection)
+        self.max_backoff = MAX_FAILOVER_BACKOFF if self.several_addresses else MAX_BACKOFF
+        #: the wait between reconnect attempts
+        self.retry = Backoff(FIRST_BACKOFF, self.max_backoff, clock)
+        #: how long reconnects may fail after a loss (``failoverTimeout``)
+        self.window = FailoverWindow(self.failover_timeout(), clock)
         self.consumer: QueueConsumer | None = None
         self.ever_connected = False
-        self.next_attempt = 0.0
-        self.backoff = FIRST_BACKOFF
-        self.failing_since: float | None = None
         self.reconnect_deadline: float | None = None
+
+    @property
+    def next_attempt(self) -> float:
+        """Clock time of the next reconnect attempt."""
+        return self.retry.next_attempt
+
+    @next_attempt.setter
+    def next_attempt(self, t: float) -> None:
+        self.retry.next_attempt = t
+
+    @property
+    def backoff(self) -> float:
+        """Seconds the next failed attempt waits."""
+        return self.retry.delay
+
+    @property
+    def failing_since(self) -> float | None:
+        """Clock time the current outage began (None while connected)."""
+        return self.window.failing_since
 
     @property
     def is_open(self) -> bool:
@@ -93,17 +115,18 @@ class ConnectionSupervisor:
 
     def retry_due(self) -> bool:
         """The back-off has passed: a reconnect may be tried now."""
-        return self.next_attempt <= self._clock()
+        return self.retry.due()
 
     def connect(self) -> QueueConsumer | None:
         """Open a new consumer, unless a reconnect's back-off has not passed yet. Returns the
         open consumer (now :attr:`consumer`), or None when the attempt must wait or failed
-        (logged; the back-off doubles). Raises the first connection's errors, ``ACCESS_REFUSED``,
-        what is not a connection error, :class:`.consumer.QueueMissing` with
-        ``failOnDataLoss=true``, :class:`.errors.MessageTooLarge` and
-        :class:`.errors.BrokerUnreachable` (see the module doc)."""
+        (logged; the back-off doubles). Raises the first connection's errors, what is
+        refused for good (:attr:`~spark_amqp.client.failover.Failure.REFUSED`: e.g.
+        ``ACCESS_REFUSED``), :class:`.consumer.QueueMissing` with ``failOnDataLoss=true``,
+        :class:`.errors.MessageTooLarge` and
+        :class:`~spark_amqp.client.failover.BrokerUnreachable` (see the module doc)."""
         now = self._clock()
-        if self.ever_connected and now < self.next_attempt:
+        if self.ever_connected and not self.retry.due(now):
             return None
         consumer = self._make_consumer()
         try:
@@ -113,25 +136,22 @@ class ConnectionSupervisor:
                 raise
             log.warning("amqp source: a queue is missing; retrying in %.1fs "
                         "(failOnDataLoss=false)", self.backoff)
-            self._back_off(now)
+            self.retry.failed(now)
             return None
         except Exception as e:
-            from spark_amqp.protocol.errors import AccessRefused
-
             big = body_too_large(e)
             if big is not None:
                 raise message_too_large(big, consumer, self.options.queues) from e
-            if not self.ever_connected or isinstance(e, AccessRefused) \
-                    or not is_connection_error(e):
+            if not self.ever_connected or classify(e) is Failure.REFUSED:
                 raise
             self._raise_if_out_of_time(e, now)
             log.warning("amqp source: reconnect failed (%s); retrying in %.1fs", e, self.backoff)
-            self._back_off(now)
+            self.retry.failed(now)
             return None
         self.consumer = consumer
         self.ever_connected = True
-        self.backoff = FIRST_BACKOFF
-        self.failing_since = None
+        self.retry.reset()
+        self.window.succeeded()
         return consumer
 
     def lost(self) -> None:
@@ -142,42 +162,34 @@ class ConnectionSupervisor:
         if consumer is not None:
             consumer.abort()
         now = self._clock()
-        if self.failing_since is None and self.max_backoff == MAX_FAILOVER_BACKOFF:
+        first_loss = self.window.failing_since is None
+        self.window.failed(now)
+        if first_loss and self.several_addresses:
             # the first loss with several addresses: another node is likely up, reconnect now
-            self.failing_since = now
-            self.next_attempt = now
+            self.retry.retry_now(now)
             return
-        if self.failing_since is None:
-            self.failing_since = now
-        self._back_off(now)
+        self.retry.failed(now)
 
     def detach(self) -> QueueConsumer | None:
         """Take the consumer away (to close it on stop); the supervisor holds none."""
         consumer, self.consumer = self.consumer, None
         return consumer
 
-    def _back_off(self, now: float) -> None:
-        """The next attempt after the current back-off, which doubles (up to
-        :attr:`max_backoff`)."""
-        self.next_attempt = now + self.backoff
-        self.backoff = min(self.backoff * 2, self.max_backoff)
-
     def _raise_if_out_of_time(self, e: BaseException, now: float) -> None:
-        """Raise :class:`.errors.BrokerUnreachable` (from ``e``, the last reconnect's error,
-        which lists every address) when reconnects have failed for ``failoverTimeout``
-        seconds."""
-        if self.failing_since is None:
-            self.failing_since = now
-        bound = self.failover_timeout()
-        if now - self.failing_since >= bound:
+        """Raise :class:`~spark_amqp.client.failover.BrokerUnreachable` (from ``e``, the last
+        reconnect's error, which lists every address) when reconnects have failed for
+        ``failoverTimeout`` seconds."""
+        elapsed = self.window.failed(now)
+        if self.window.expired(now):
             from spark_amqp.client.uri import redact_uri
 
             raise BrokerUnreachable(
                 f"amqp source: no broker address could be reached for "
-                f"{now - self.failing_since:.1f} s (failoverTimeout {bound:g} s) after the "
+                f"{elapsed:.1f} s (failoverTimeout {self.window.bound:g} s) after the "
                 f"connection was lost: {redact_uri(str(e))}. Nothing was acked since: restart "
                 "the query when the broker is back, it resumes from its checkpoint (the "
-                "unacked messages are redelivered); or raise failoverTimeout.") from e
+                "unacked messages are redelivered); or raise failoverTimeout.",
+                getattr(e, "errors", None)) from e
 
     def wait_for_retry(self, within: float) -> bool:
         """Trigger.AvailableNow after a loss (Spark ends the run at the first trigger that
@@ -191,10 +203,10 @@ class ConnectionSupervisor:
         elif now >= self.reconnect_deadline:
             self.reconnect_deadline = None
             return False
-        wait = max(0.0, self.next_attempt - now)
+        wait = self.retry.left(now)
         self._sleep(min(wait, max(0.0, self.reconnect_deadline - now)) if wait else 0.0)
-        if self._clock() < self.next_attempt:   # the deadline came first: one last try
-            self.next_attempt = 0.0
+        if not self.retry.due():   # the deadline came first: one last try
+            self.retry.next_attempt = 0.0
         return True
 
     def progressed(self) -> None:

@@ -36,6 +36,9 @@ import logging
 import time
 from typing import Any, Iterator
 
+from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, FailoverWindow,
+                                        address_of, classify, connect_avoiding)
+
 from ...connection_options import redact_uri
 from ..arrow import ARROW_BATCH_ROWS, pack_columns, to_record_batches
 from ..stream_options import StreamOptions
@@ -177,84 +180,73 @@ def _first_retained(conn, stream: str, wait: float) -> int | None:
 #: seconds a range read goes on reconnecting after a lost connection (option failoverTimeout
 #: overrides); each reconnect tries every broker address
 DEFAULT_READ_FAILOVER_TIMEOUT = 60.0
-
-
-def _lost_connection(e: BaseException) -> bool:
-    """A loss worth a reconnect (another node may serve the stream): see
-    :func:`.failover.lost_connection` (a lost socket or refused connect, 320
-    CONNECTION_FORCED, or a node whose replica of the stream is not running: 406/506 on
-    RabbitMQ 3.10 while a stopped node's replicas restart, right after ``start_app``, and during
-    a re-election)."""
-    from .failover import lost_connection
-
-    return lost_connection(e)
+#: seconds between a range read's reconnects, doubling up to READ_MAX_BACKOFF
+READ_FIRST_BACKOFF = 0.2
+READ_MAX_BACKOFF = 2.0
 
 
 def read_range(options: StreamOptions, stream: str, start: int, end: int,
-               connect_fn=None) -> Iterator:
+               connect_fn=None, clock=time.monotonic, sleep=time.sleep) -> Iterator:
     """Yield ``pyarrow.RecordBatch``es (:func:`spark_amqp.spark.schema.arrow_schema` of ``options.columns``)
     of the messages of ``stream`` with offsets in ``[start, end)`` (``end > start``), in
     offset order; the ``offset`` column holds each message's stream offset, ``queue`` the
     stream name.
 
-    Failover inside the task: when the connection is lost (a node stopping, a stalled node
-    found by heartbeats), the read reconnects (``connect`` tries every broker address, so it
-    lands on another node: every replica of a stream has the same offsets, RabbitMQ docs
-    "Streams") and goes on from the offset after the last one yielded, so each offset is
-    yielded exactly once; with back-off, for at most ``failoverTimeout`` seconds (default
+    Failover inside the task, on the client's failure model
+    (:mod:`spark_amqp.client.failover`): when the connection is lost (a node stopping, a
+    stalled node found by heartbeats) or the node cannot serve the stream now, the read
+    reconnects (``connect`` tries every broker address, the nodes that could not serve last,
+    so it lands on another node: every replica of a stream has the same offsets, RabbitMQ
+    docs "Streams") and goes on from the offset after the last one yielded, so each offset
+    is yielded exactly once; with back-off (:data:`READ_FIRST_BACKOFF` doubling up to
+    :data:`READ_MAX_BACKOFF`), for at most ``failoverTimeout`` seconds (default
     :data:`DEFAULT_READ_FAILOVER_TIMEOUT`), then
-    :class:`.failover.StreamBrokerUnreachable` is raised (from the last error, which
-    lists every address when there are several).
+    :class:`~spark_amqp.client.failover.BrokerUnreachable` is raised (from the last error,
+    which lists every address when there are several). ``clock``/``sleep``: monotonic
+    seconds and the wait (tests pass fakes).
 
     Raises :class:`DataLoss` (see module doc), :class:`ReadTimeout` when no delivery comes for
-    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, and
-    ``StreamBrokerUnreachable`` once reconnects have failed for ``failoverTimeout`` seconds
-    (Spark retries the task; the replay reads the same rows).
+    ``options.read_timeout`` seconds, ``ValueError`` for a queue that is not a stream, what is
+    refused for good, and ``BrokerUnreachable`` once reconnects have failed for
+    ``failoverTimeout`` seconds (Spark retries the task; the replay reads the same rows).
     """
-    import time
-
     if end <= start:
         return
     progress = {"next": start}
     bound = options.client_kwargs().get("failover_timeout")
-    bound = DEFAULT_READ_FAILOVER_TIMEOUT if bound is None else float(bound)
-    failing_since = None
-    backoff = 0.2
-    avoid: set = set()  # nodes that answered "no running replica": tried last
+    window = FailoverWindow(DEFAULT_READ_FAILOVER_TIMEOUT if bound is None else float(bound),
+                            clock)
+    backoff = Backoff(READ_FIRST_BACKOFF, READ_MAX_BACKOFF, clock)
+    avoid: set = set()  # nodes that could not serve the stream: tried last
     while True:
         try:
             yield from _read_range_once(options, stream, progress["next"], end, connect_fn,
                                         progress, avoid)
             return
         except Exception as e:
-            if not _lost_connection(e) or progress["next"] >= end:
+            if classify(e) is Failure.REFUSED or progress["next"] >= end:
                 raise
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if now - failing_since >= bound:
-                from .failover import StreamBrokerUnreachable
-
-                raise StreamBrokerUnreachable(
+            elapsed = window.failed()
+            if window.expired():
+                raise BrokerUnreachable(
                     f"amqp stream source: offsets [{progress['next']}, {end}) of stream "
                     f"{stream!r} could not be read on any broker address for "
-                    f"{now - failing_since:.1f} s (failoverTimeout {bound:g} s); last error: "
+                    f"{elapsed:.1f} s (failoverTimeout {window.bound:g} s); last error: "
                     f"{type(e).__name__}: {redact_uri(str(e))}. Nothing is lost: the batch is "
                     "read again when Spark retries the task or the query restarts from its "
-                    "checkpoint.") from e
+                    "checkpoint.", getattr(e, "errors", None)) from e
             log.warning("stream %r: connection lost while reading offsets [%d, %d) (%s); "
                         "reconnecting through the next broker address", stream,
                         progress["next"], end, e)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+            sleep(backoff.failed())
 
 
 def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
                      connect_fn, progress: dict, avoid: set | None = None) -> Iterator:
     """One connection's part of :func:`read_range`; ``progress["next"]`` is moved past the
-    offsets of every batch yielded. A node that answers that its replica is not running is
+    offsets of every batch yielded. A node that answers that it cannot serve the stream now
+    (:attr:`~spark_amqp.client.failover.Failure.UNAVAILABLE`: its replica is not running) is
     added to ``avoid`` (tried last by the next connect)."""
-    from .failover import address_of, connect_avoiding, replica_unavailable
-
     if end <= start:
         return
     if connect_fn is None:
@@ -267,7 +259,7 @@ def _read_range_once(options: StreamOptions, stream: str, start: int, end: int,
     except Exception as e:
         where = address_of(conn)
         if where is not None:
-            if replica_unavailable(e):
+            if classify(e) is Failure.UNAVAILABLE:
                 avoid.add(where)
             else:
                 avoid.discard(where)

@@ -42,6 +42,9 @@ import logging
 import time
 from typing import Any
 
+from spark_amqp.client.failover import (AddressErrors, Failure, address_of, classify,
+                                        connect_avoiding)
+
 from ..timeouts import RPC_TIMEOUT
 
 __all__ = ["StreamProbe", "StreamMissing", "NotAStream", "stream_offset_of",
@@ -92,8 +95,6 @@ class StreamProbe:
     """
 
     def __init__(self, uri: str, client_kwargs: dict | None = None, connect_fn=None):
-        from .failover import AddressErrors
-
         self.uri = uri
         # one round over the addresses per connect: the reader bounds the retries
         # (failoverTimeout) across triggers instead of blocking one trigger that long
@@ -111,8 +112,6 @@ class StreamProbe:
             if self.conn is not None:
                 self._bytes_before += getattr(self.conn, "_bytes_in", 0)
                 self.close()
-            from .failover import connect_avoiding
-
             connect_fn = self._connect_fn
             if connect_fn is None:
                 from spark_amqp.client import connect as connect_fn
@@ -204,12 +203,10 @@ class StreamProbe:
         channel at once, each given ``wait`` seconds from the last consume for a first
         delivery. Channels are closed (consumers cancelled, nothing acked) before returning.
 
-        A node answering that its replica of a stream is not running (or that it has none;
-        :func:`.failover.replica_unavailable`) is tried last from then on, and the
-        probe goes on at once on another node (each address once per call); any other
-        connection error is recorded for its address and raised."""
-        from .failover import address_of, replica_unavailable
-
+        A node answering that it cannot serve the stream now (its replica is not running, or
+        it has none: :attr:`~spark_amqp.client.failover.Failure.UNAVAILABLE`) is tried last
+        from then on, and the probe goes on at once on another node (each address once per
+        call); any other error is recorded for its address and raised."""
         tries = max(1, len(self.errors.addresses))
         for attempt in range(tries):
             conn = None
@@ -221,7 +218,7 @@ class StreamProbe:
                     raise  # the connect failed: recorded by _connection
                 where = address_of(conn)
                 self.errors.record(e, conn)
-                if not replica_unavailable(e) or attempt == tries - 1:
+                if classify(e) is not Failure.UNAVAILABLE or attempt == tries - 1:
                     raise
                 log.info("probe: %s has no running replica of %s (%s); trying another node",
                          where, list(streams), e)

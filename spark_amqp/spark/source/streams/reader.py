@@ -32,6 +32,9 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
+from spark_amqp.client.failover import (Backoff, BrokerUnreachable, Failure, FailoverWindow,
+                                        classify)
+
 from ..compat import ReadAllAvailable, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow
 from ..pacing import TriggerPacer
 from .offsets import StreamOffset, plan_ends, split_ranges
@@ -46,8 +49,12 @@ log = logging.getLogger(__name__)
 #: trigger (a miss only delays), longer where the answer is kept (start, AvailableNow, batch)
 TRIGGER_WAIT, EXACT_WAIT = 0.5, 3.0
 #: after a probe that found nothing new, the next probe of a trigger waits this long (Spark
-#: polls an idle query every 10 ms)
+#: polls an idle query every 10 ms); a failed probe too (a fixed back-off: the failure
+#: model's table, docs/architecture.md)
 IDLE_PROBE_INTERVAL = 0.25
+#: seconds the driver's probe goes on failing (every trigger retrying every address) before
+#: the query fails; the option failoverTimeout overrides (the queue mode's default too)
+DEFAULT_PROBE_FAILOVER_TIMEOUT = 300.0
 
 
 @dataclass
@@ -80,6 +87,11 @@ class _Planner:
                 from .probe import StreamProbe
 
                 self._probe = StreamProbe(self.options.uri, self.options.client_kwargs())
+        return self._probe
+
+    @property
+    def current_probe(self):
+        """The probe if one was made (None before the first use or after :meth:`close`)."""
         return self._probe
 
     def streams(self) -> tuple[str, ...]:
@@ -186,9 +198,12 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     ``options``: validated :class:`StreamOptions` (``endingOffsets`` is refused: batch only).
     ``probe_factory``: builds the driver's probe from the options (tests pass a fake).
+    ``clock``: monotonic seconds for the probe's pacing and failover window (tests pass a
+    fake one; an unpickled reader gets ``time.monotonic``).
     """
 
-    def __init__(self, options: StreamOptions, probe_factory=None):
+    def __init__(self, options: StreamOptions, probe_factory=None,
+                 clock=time.monotonic):
         ending = [k for k, v in (("endingOffsets", options.ending),
                                  ("endingTimestamp", options.ending_timestamp_ms),
                                  ("endingOffsetsByTimestamp", options.ending_by_timestamp))
@@ -199,6 +214,7 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                              "(use trigger(availableNow=True) to read what is there and stop).")
         self.options = options
         self._probe_factory = probe_factory
+        self._clock = clock
         self._reset()
 
     def _reset(self) -> None:
@@ -206,7 +222,9 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._tails: dict[str, int] = {}
         self._targets: dict[str, int] | None = None
         self._next_probe = 0.0
-        self._failing_since: float | None = None  # first of the probes failing in a row
+        #: the wait after a failed probe, and how long probes may fail (failoverTimeout)
+        self._retry = Backoff(IDLE_PROBE_INTERVAL, IDLE_PROBE_INTERVAL, self._clock)
+        self._window = FailoverWindow(self.failover_timeout(), self._clock)
         self._stats = {"triggers": 0, "probes": 0, "planned": 0}
         o = self.options
         self._pacer = (TriggerPacer(o.min_messages_per_trigger, o.max_trigger_delay)
@@ -217,6 +235,7 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._clock = time.monotonic
         self._reset()
 
     # -- offsets -----------------------------------------------------------------------------
@@ -241,7 +260,7 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         log.info("amqp stream source: Trigger.AvailableNow reads up to %s", self._targets)
 
     def _probe_tails(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         if self._targets is not None or now < self._next_probe:
             return
         changed = False
@@ -249,15 +268,11 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         try:
             tails = self._planner.tails(streams, False)
         except Exception as e:  # noqa: BLE001 - a lost probe connection only delays
-            from spark_amqp.protocol.errors import AMQPError
-
-            from .probe import NotAStream
-
-            if isinstance(e, NotAStream) or not isinstance(e, (OSError, AMQPError)):
+            if classify(e) is Failure.REFUSED:
                 raise
             self._probe_failed(streams, e, now)
             return
-        self._failing_since = None
+        self._window.succeeded()
         self._stats["probes"] += len(tails)
         for s, t in tails.items():
             if t is not None and t > self._tails.get(s, -1):
@@ -266,26 +281,20 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._next_probe = 0.0 if changed else now + IDLE_PROBE_INTERVAL
 
     def failover_timeout(self) -> float:
-        """The ``failoverTimeout`` option (seconds), or
-        :data:`.failover.DEFAULT_PROBE_FAILOVER_TIMEOUT`."""
-        from .failover import DEFAULT_PROBE_FAILOVER_TIMEOUT
-
+        """The ``failoverTimeout`` option (seconds), or :data:`DEFAULT_PROBE_FAILOVER_TIMEOUT`."""
         t = self.options.connection.get("failover_timeout")
         return DEFAULT_PROBE_FAILOVER_TIMEOUT if t is None else float(t)
 
     def _probe_failed(self, streams, e: BaseException, now: float) -> None:
-        """A failed tail probe: plan with the tails known so far and reconnect (every address,
-        the nodes without a running replica last) at the next trigger; once the probes have
-        failed for ``failoverTimeout`` seconds, raise
-        :class:`.failover.StreamBrokerUnreachable` listing every address and its last
-        error (as the queue mode's ``BrokerUnreachable``)."""
-        from .failover import StreamBrokerUnreachable
-
-        probe = self._planner._probe
-        if self._failing_since is None:
-            self._failing_since = now
-        bound = self.failover_timeout()
-        if now - self._failing_since >= bound:
+        """A failed tail probe (lost connection, or no node could serve it): plan with the
+        tails known so far and reconnect (every address, the nodes that could not serve last)
+        at the next trigger after :data:`IDLE_PROBE_INTERVAL`; once the probes have failed for
+        ``failoverTimeout`` seconds, raise :class:`~spark_amqp.client.failover.BrokerUnreachable`
+        listing every address and its last error (as the queue mode)."""
+        probe = self._planner.current_probe
+        elapsed = self._window.failed(now)
+        bound = self._window.bound
+        if self._window.expired(now):
             errors = getattr(probe, "errors", None)
             if errors is not None:
                 errors.record(e)
@@ -295,17 +304,18 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
                 where = redact_uri(f"{type(e).__name__}: {e}")
             self._planner.close()
-            raise StreamBrokerUnreachable(
+            raise BrokerUnreachable(
                 f"amqp stream source: the tails of {list(streams)} could not be probed on any "
-                f"broker address for {now - self._failing_since:.1f} s (failoverTimeout "
+                f"broker address for {elapsed:.1f} s (failoverTimeout "
                 f"{bound:g} s): {where}. Nothing is lost: restart the query when the broker is "
                 "back, it resumes from its checkpoint; or raise failoverTimeout.") from e
         log.warning("amqp stream source: probing %s failed (%s); planning with the tails known "
                     "so far, reconnecting at the next probe (failing for %.1f s of "
-                    "failoverTimeout %g s)", streams, e, now - self._failing_since, bound)
+                    "failoverTimeout %g s)", streams, e, elapsed, bound)
         if probe is not None:
             probe.close()  # the connection; the probe keeps its addresses' last errors
-        self._next_probe = now + IDLE_PROBE_INTERVAL
+        self._retry.failed(now)
+        self._next_probe = self._retry.next_attempt
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         """The end of the next batch: each stream's tail (capped by the limit and by
@@ -368,7 +378,7 @@ class AmqpStreamOffsetReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         """Nothing to do: a stream keeps no consumer position (the checkpoint does)."""
 
     def stop(self) -> None:
-        probe = self._planner._probe
+        probe = self._planner.current_probe
         bytes_in = probe.bytes_received if probe is not None else 0
         self._planner.close()
         log.info("amqp stream source stopped: %s, driver received %d bytes", self._stats,
