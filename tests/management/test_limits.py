@@ -384,3 +384,17 @@ def test_deeply_nested_arguments_never_break_the_lists(api, unique, depth):
         api.cleanup_paths.append(f"exchanges/%2F/{xname}")
     assert (r.status == 400) if api.kind == "embedded" else (r.status == 201), r
 
+
+
+@pytest.mark.parametrize("definitions", [
+    {"users": {"durable": None}}, {"queues": [1, 2]}, {"queues": [{"name": 5}]},
+    {"exchanges": [{"name": "x", "arguments": [1]}]}, {"bindings": [{"source": [], "destination": "q"}]},
+    {"vhosts": [{"name": {"a": 1}}]}, {"permissions": [{"user": "u", "vhost": "/", "read": "("}]},
+    {"users": [{"name": "u", "password": "p", "tags": 5}]},
+], ids=lambda d: json.dumps(d)[:40])
+def test_malformed_definitions_are_400(mgmt_broker, definitions):
+    """Found by tests/management/test_fuzz.py: a definitions file whose sections or fields
+    had the wrong JSON type was a 500 (and an invalid permission regex was stored)."""
+    port = _port(mgmt_broker.management_url)
+    status, _, body = _request(port, "POST", "/api/definitions", [A, J], _json(definitions))
+    assert status == 400 and json.loads(body)["reason"].startswith("definitions: "), (status, body)
