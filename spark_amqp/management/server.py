@@ -151,7 +151,7 @@ class ManagementServer:
                                      **handler_args(self.broker))
         await self._runner.setup()
         self.guard = http_guard(self.broker)
-        site = GuardedSite(self._runner, self.host, self.port, self.guard, reuse_address=True)
+        site = GuardedSite(self._runner, self.host, self.port, self.guard, reuse_address=True, backlog=1024)
         try:
             await site.start()
         except OSError as exc:
