@@ -88,6 +88,14 @@ def _local_address(request: web.Request) -> str | None:
     return sock[0] if isinstance(sock, tuple) and sock else None
 
 
+def _filename(name: str) -> str:
+    """``?download=NAME`` as a quoted-string filename: printable ASCII but quote and
+    backslash, at most 200 characters (a control character in it was a header injection that
+    aiohttp refused by dropping the connection; found by tests/management/test_fuzz.py)."""
+    safe = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name[:200])
+    return safe or "definitions.json"
+
+
 def _json(value, status: int = 200, headers: dict | None = None) -> web.Response:
     return web.Response(body=json.dumps(value).encode(), status=status, headers=headers,
                         content_type="application/json")
@@ -320,5 +328,5 @@ class ManagementServer:
             return web.Response(status=204)
         if method == "GET" and request.method == "GET" and segments[:1] == ["definitions"] and \
                 query.get("download"):
-            return _json(result, headers={"Content-Disposition": f'attachment; filename="{query["download"]}"'})
+            return _json(result, headers={"Content-Disposition": f'attachment; filename="{_filename(query["download"])}"'})
         return _json(result)

@@ -398,3 +398,11 @@ def test_malformed_definitions_are_400(mgmt_broker, definitions):
     port = _port(mgmt_broker.management_url)
     status, _, body = _request(port, "POST", "/api/definitions", [A, J], _json(definitions))
     assert status == 400 and json.loads(body)["reason"].startswith("definitions: "), (status, body)
+
+
+def test_download_name_cannot_inject_headers(mgmt_broker):
+    """Found by the fuzz: ``?download=`` with a control character dropped the connection."""
+    port = _port(mgmt_broker.management_url)
+    status, hdrs, _ = _request(port, "GET", "/api/definitions?download=a%0D%0AX-Evil:%201%1F%22.json", [A])
+    assert status == 200 and "x-evil" not in hdrs, hdrs
+    assert hdrs["content-disposition"] == 'attachment; filename="a__X-Evil: 1__.json"', hdrs
