@@ -36,6 +36,7 @@ from .connection import AMQPServerProtocol
 from .errors import BrokerError, PortInUseError
 from .exchange import Exchange
 from .exposure import exposure_warnings
+from .listener_guard import ListenerGuards
 from .message import Message, route_enc
 from .stats import BrokerStats
 from .store import MemoryStore, SqliteStore, StoreError
@@ -145,6 +146,8 @@ class Broker:
         self._warned: set[str] = set()  # exposure warnings already logged
         self.pending_streams: dict[int, object] = {}   # streams with messages not yet in a chunk
         self.stats = BrokerStats()
+        #: the accept policy of every listener: connection limits, handshake deadlines
+        self.guards = ListenerGuards(self.loop, self.config.max_connections_per_address)
         #: the management HTTP server when started (spark_amqp.management), else None
         self.management = None
         if self.data_dir:
@@ -426,11 +429,15 @@ class Broker:
             ctx: ssl.SSLContext = tls.ssl_context()
             factory: Callable[[], AMQPServerProtocol] = lambda: TLSServerProtocol(self, tls)
             extra: dict = {"ssl": ctx, "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
-            what, opt = "AMQP 0-9-1 over TLS (amqps)", "--tls-port"
+            what, opt, name = "AMQP 0-9-1 over TLS (amqps)", "--tls-port", "amqps"
         else:
             factory = lambda: AMQPServerProtocol(self)  # noqa: E731
             extra = {}
-            what, opt = "AMQP 0-9-1", "--port"
+            what, opt, name = "AMQP 0-9-1", "--port", "amqp"
+        # connection limits and handshake_timeout: the listener guard (listener_guard.py)
+        guard = self.guards.listener(name, max_connections=self.config.ranch_connection_max,
+                                     handshake_timeout=self.config.handshake_timeout / 1000.0)
+        factory = guard.protocol_factory(factory)
         first = len(self.servers)
         for i, h in enumerate(hosts):
             try:
