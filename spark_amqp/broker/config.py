@@ -29,6 +29,10 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     allowed_hosts = []                 # Host names accepted besides IP literals, localhost and this
                                        # machine's name (DNS rebinding); e.g. a reverse proxy's name
 
+    [stream]                           # optional: the stream-protocol listener (broker/stream_config.py)
+    listeners.tcp.1 = 5552             # RabbitMQ's stream.listeners.tcp.1; absent = no stream port
+    advertised_host = "localhost"      # what the stream protocol's open/metadata answer advertise
+
     [tls]                              # optional: an amqps listener (RabbitMQ listeners.ssl.default)
     port = 5671                        # the IANA amqps port; spark-amqp broker --tls-port overrides
     certfile = "conf/tls/server_certificate.pem"   # PEM server certificate (chain)
@@ -100,6 +104,7 @@ from pathlib import Path
 from typing import Any
 
 from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
+from .stream_config import StreamConfig, stream_from_toml
 from .versions import DEFAULT_VERSION, Behaviour, behaviour
 
 __all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "ManagementLimits", "load_config", "ConfigError",
@@ -351,6 +356,8 @@ class BrokerConfig:
     disk_free_limit: int = 50_000_000
     disk_free_limit_relative: float | None = None
     tls: TLSConfig | None = None
+    #: the stream-protocol listener (``[stream]``, :mod:`.stream_config`)
+    stream: StreamConfig = field(default_factory=StreamConfig)
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])
     handshake_timeout: int = 10000
     rabbitmq_version: str = DEFAULT_VERSION
@@ -547,6 +554,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
             cfg.tls = _tls_from_toml(path, data["tls"])
         if "management" in data:
             cfg.management = _management_from_toml(path, data["management"])
+        if "stream" in data:
+            cfg.stream = stream_from_toml(path, data["stream"], ConfigError)
         if "users" in data:
             cfg.users = {}
             for u in data["users"]:

@@ -45,6 +45,8 @@ __all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
 
 #: At most this many messages go to one consumer per dispatch round.
 DISPATCH_MAX = 2048
+#: At most this many chunks go to one stream-protocol subscription per dispatch round.
+DISPATCH_CHUNKS = 8
 
 
 class StreamEntry:
@@ -241,6 +243,9 @@ class StreamQueue(Queue):
         self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
                              max_bytes, max_age, filter_bytes, convert_v1=self.conv.message)
         self.on_disk = directory is not None
+        #: stream-protocol subscriptions (broker/stream_connection.py Subscription) and publishers
+        self.subscribers: list = []
+        self.stream_publishers: set = set()
 
     # ------------------------------------------------------------------ counts
     @property
@@ -311,6 +316,8 @@ class StreamQueue(Queue):
         n = self.log.message_count
         if self.deleted:
             self.broker.pending_streams.pop(id(self), None)
+            for conn in list(getattr(self.broker, "stream_connections", ())):
+                conn.stream_gone(self)
             self.log.destroy()
         return n
 
@@ -396,5 +403,50 @@ class StreamQueue(Queue):
                 continue
             for start, entries in runs:
                 ch.deliver_stream(c, entries, start, self)
+        if self.subscribers and self._serve_subscribers(log):
+            more = True
         if more:
             self.broker.mark_queue(self)
+
+    def _serve_subscribers(self, log) -> bool:
+        """Send stream-protocol subscriptions the chunks their credit allows (one credit per
+        chunk, PROTOCOL.adoc "Credit"; user chunks only, whole, from the one holding the
+        subscription's position: ``rabbit_stream_reader:send_chunks``). Returns whether a
+        subscription stopped at :data:`DISPATCH_CHUNKS` with more to send."""
+        more = False
+        types = log.c_type
+        firsts = log.c_first
+        counts = log.c_count
+        n = len(firsts)
+        for sub in list(self.subscribers):
+            conn = sub.conn
+            if conn.closed or not conn.writable:
+                continue
+            credit = conn.sm.credits.get(sub.id, 0)
+            if credit <= 0 or sub.pos >= log.next:
+                continue
+            i = log.next_user_chunk(sub.pos)
+            sent = 0
+            matcher = sub.matcher
+            while credit > 0 and i < n:
+                if types[i] != 0:
+                    i += 1
+                    continue
+                end = firsts[i] + counts[i]
+                if matcher is not None and not matcher.matches(log.c_filter[i]):
+                    log.filter_stats["chunks_skipped"] += 1
+                    sub.pos = end
+                    i += 1
+                    continue
+                if sent >= DISPATCH_CHUNKS:
+                    more = True
+                    break
+                header, data = log.chunk_header_and_data(i)
+                conn.deliver(sub, header, data)
+                sub.consumed += counts[i]
+                sub.offset = end - 1
+                sub.pos = end
+                credit -= 1
+                sent += 1
+                i += 1
+        return more

@@ -4,8 +4,8 @@ message format is the codec's other half; these helpers only wrap a body in a da
 find it again, so the tests do not depend on it).
 
 ``stream_url`` is parametrised by broker: ``"rabbitmq"`` (the local RabbitMQ 3.10.8 with
-``rabbitmq_stream`` on port 5552); the embedded broker joins the list when it serves the
-stream protocol (``EmbeddedBroker(stream_port=0).stream_url``).
+``rabbitmq_stream`` on port 5552) and ``"embedded"`` (the embedded broker in its 3.10 mode with
+a stream listener, ``EmbeddedBroker(stream_port=0).stream_url``): the same assertions on both.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 STREAM_URL = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL",
                             "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F")
-STREAM_BROKERS = ["rabbitmq"]
+STREAM_BROKERS = ["rabbitmq", "embedded"]
 
 
 def _port_open(url: str) -> bool:
@@ -50,7 +50,7 @@ def stream_url(request) -> str:
     """The ``rabbitmq-stream://`` URL of each broker under test."""
     if request.param == "rabbitmq":
         return rabbitmq_stream_url(request)
-    raise AssertionError(request.param)  # pragma: no cover - the embedded broker, later
+    return request.getfixturevalue("embedded_stream_broker").stream_url
 
 
 @pytest.fixture

@@ -26,6 +26,8 @@ needs_rstream = pytest.mark.skipif(not have_rstream(), reason="rstream is not in
 @pytest.fixture
 def amqp_url(stream_url, request):
     """The 0-9-1 URL of the broker that serves ``stream_url``."""
+    if request.node.callspec.params.get("stream_url") == "embedded":
+        return request.getfixturevalue("embedded_stream_broker").url
     return request.getfixturevalue("rabbitmq_url")
 
 

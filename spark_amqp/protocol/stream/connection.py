@@ -319,7 +319,9 @@ class StreamConnection:
 
     def _received(self, cmd: Command) -> None:
         cls = type(cmd)
-        if cls not in self._receives:
+        if cls not in self._receives and not (cls is Tune and self.role == SERVER):
+            # (a server takes the client's tune answer with or without the response bit, as
+            # RabbitMQ does: rstream 1.1.1 sends it without)
             raise UnknownFrame(f"a {self.role} does not receive {cls.__name__}")
         st = self.state
         if st is State.CLOSED:
