@@ -14,7 +14,8 @@ the version differences:
 ===========================  =========================  ===================================
 what                         3.10 mode                  4.3 mode
 ===========================  =========================  ===================================
-frames before ``open``       no ceiling                 8192 bytes (``initial_frame_max``)
+frames before ``open``       8192 bytes (3.10.8 closes  8192 bytes (``initial_frame_max``)
+                             at once on a big frame)
 exchange command versions,   unknown frame: the         answered (deliver v2 with the
 stream stats, super-stream   connection is closed       committed chunk id, publish v2 with
 create/delete, resolve       with UNKNOWN_FRAME         filter values, stats
@@ -112,8 +113,11 @@ class StreamServerProtocol(asyncio.Protocol):
         cfg = broker.config
         self.v310 = cfg.behaviour.version == "3.10"
         sc = cfg.stream
+        # frames before open: at most 8192 bytes in both modes (4.x's stream.initial_frame_max;
+        # 3.10 has no such setting, but RabbitMQ 3.10.8 closes a connection whose first frame
+        # announces 1 MiB or more at once: checked with the raw client)
         self.sm = S.StreamConnection(S.SERVER, frame_max=sc.frame_max, heartbeat=sc.heartbeat,
-                                     initial_frame_max=0 if self.v310 else S.DEFAULT_INITIAL_FRAME_MAX)
+                                     initial_frame_max=S.DEFAULT_INITIAL_FRAME_MAX)
         self.tls = tls
         self.peercert = None
         self.transport = None
@@ -592,7 +596,9 @@ class StreamServerProtocol(asyncio.Protocol):
         host, port = self.advertised()
         streams = []
         found = False
-        for name in cmd.streams:
+        # RabbitMQ folds an Erlang map into the answer, prepending: the streams come in
+        # descending name order (rabbit_stream_core:response_body/1)
+        for name in sorted(set(cmd.streams), key=lambda n: n.encode("utf-8", "surrogateescape"), reverse=True):
             q = lookup_stream(self.vhost, name)
             if q is None:
                 streams.append((name, Code.STREAM_DOES_NOT_EXIST, 0xFFFF, ()))
