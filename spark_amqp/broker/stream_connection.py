@@ -91,7 +91,7 @@ class Subscription:
         self.pos = pos
         self.matcher = matcher
         self.properties = properties
-        self.offset = pos        # the last offset sent (management: "offset")
+        self.offset = pos        # the first offset of the last chunk sent (management: "offset")
         self.consumed = 0
         self.chunks = 0
 
@@ -140,6 +140,8 @@ class StreamServerProtocol(asyncio.Protocol):
         self._hb_timer = None
         self._close_timer = None
         self.frames_in = self.frames_out = 0
+        self.bytes_in = self.bytes_out = 0      # management: recv_oct / send_oct
+        self.reads = self.writes = 0            # management: recv_cnt / send_cnt
 
     # ================================================================== asyncio callbacks
     def connection_made(self, transport) -> None:
@@ -172,6 +174,8 @@ class StreamServerProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.bytes_in += len(data)
+        self.reads += 1
         try:
             events = self.sm.receive_data(data)
         except S.StreamError as exc:
@@ -198,6 +202,8 @@ class StreamServerProtocol(asyncio.Protocol):
     def flush(self) -> None:
         self.dirty = False
         if self.out and self.transport is not None and not self.transport.is_closing():
+            self.bytes_out += len(self.out)
+            self.writes += 1
             self.transport.write(bytes(self.out))
         self.out.clear()
 

@@ -443,8 +443,10 @@ class StreamQueue(Queue):
                     break
                 header, data = log.chunk_header_and_data(i)
                 conn.deliver(sub, header, data)
-                sub.consumed += counts[i]
-                sub.offset = end - 1
+                # management's figures as rabbit_stream_reader's send_file_callback: entries
+                # sent, and the first offset of the last chunk sent
+                sub.consumed += (header[2] << 8) | header[3]
+                sub.offset = firsts[i]
                 sub.pos = end
                 credit -= 1
                 sent += 1

@@ -46,6 +46,7 @@ from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
 from .rates import DEFAULT_INTERVAL, Sampler
 from .read_routes import GET_ROUTES
 from .request_checks import HostCheck, check_authorization_header
+from .stream_routes import STREAM_GET_ROUTES, STREAM_WRITE_ROUTES
 from .write_routes import WRITE_ROUTES
 
 __all__ = ["ManagementServer"]
@@ -63,7 +64,8 @@ def _compile(routes):
     return out
 
 
-_ROUTES = _compile([("GET", p, f) for p, f in GET_ROUTES] + WRITE_ROUTES + DEFINITION_ROUTES)
+_ROUTES = _compile([("GET", p, f) for p, f in GET_ROUTES + STREAM_GET_ROUTES] + WRITE_ROUTES
+                   + STREAM_WRITE_ROUTES + DEFINITION_ROUTES)
 
 
 def _match(segments: list[str]):
