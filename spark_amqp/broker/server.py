@@ -26,7 +26,6 @@ import errno
 import logging
 import os
 import signal
-import ssl
 import time
 from typing import Callable
 
@@ -426,18 +425,9 @@ class Broker:
         :class:`~.config.ConfigError` when the TLS certificate/key/CA files cannot be loaded.
         """
         if tls is not None:
-            ctx: ssl.SSLContext = tls.ssl_context()
-            factory: Callable[[], AMQPServerProtocol] = lambda: TLSServerProtocol(self, tls)
-            extra: dict = {"ssl": ctx, "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
-            what, opt, name = "AMQP 0-9-1 over TLS (amqps)", "--tls-port", "amqps"
-        else:
-            factory = lambda: AMQPServerProtocol(self)  # noqa: E731
-            extra = {}
-            what, opt, name = "AMQP 0-9-1", "--port", "amqp"
-        # connection limits and handshake_timeout: the listener guard (listener_guard.py)
-        guard = self.guards.listener(name, max_connections=self.config.ranch_connection_max,
-                                     handshake_timeout=self.config.handshake_timeout / 1000.0)
-        return await self._bind(guard.protocol_factory(factory), host, port, extra, what, opt, tls is not None)
+            return await self._listen(lambda: TLSServerProtocol(self, tls), host, port, tls,
+                                      "AMQP 0-9-1 over TLS (amqps)", "--tls-port", "amqps")
+        return await self._listen(lambda: AMQPServerProtocol(self), host, port, None, "AMQP 0-9-1", "--port", "amqp")
 
     async def listen_stream(self, host: str = "127.0.0.1", port: int = 0, tls: TLSConfig | None = None) -> int:
         """Start a stream-protocol listener (RabbitMQ's ``rabbitmq_stream``, port 5552;
@@ -446,14 +436,18 @@ class Broker:
         from .stream_connection import StreamServerProtocol
 
         if tls is not None:
-            ctx = tls.ssl_context()
-            factory: Callable = lambda: StreamServerProtocol(self, tls)  # noqa: E731
-            extra: dict = {"ssl": ctx, "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
-            what, opt, name = "the stream protocol over TLS", "--stream-tls-port", "stream+tls"
-        else:
-            factory = lambda: StreamServerProtocol(self)  # noqa: E731
-            extra = {}
-            what, opt, name = "the stream protocol", "--stream-port", "stream"
+            return await self._listen(lambda: StreamServerProtocol(self, tls), host, port, tls,
+                                      "the stream protocol over TLS", "--stream-tls-port", "stream+tls")
+        return await self._listen(lambda: StreamServerProtocol(self), host, port, None, "the stream protocol",
+                                  "--stream-port", "stream")
+
+    async def _listen(self, factory: Callable, host: str, port: int, tls: TLSConfig | None, what: str, opt: str,
+                      name: str) -> int:
+        """A listener of ``factory``'s protocol behind the listener guard (connection limits
+        and handshake_timeout: listener_guard.py), over TLS with ``tls``."""
+        extra: dict = {}
+        if tls is not None:
+            extra = {"ssl": tls.ssl_context(), "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
         guard = self.guards.listener(name, max_connections=self.config.ranch_connection_max,
                                      handshake_timeout=self.config.handshake_timeout / 1000.0)
         return await self._bind(guard.protocol_factory(factory), host, port, extra, what, opt, tls is not None)

@@ -383,6 +383,14 @@ class StreamServerProtocol(asyncio.Protocol):
     def _allowed(self, kind: str, name: str) -> bool:
         return self.perm is not None and self.perm.allows(kind, name)
 
+    def _readable(self, name: str):
+        """(the stream queue, OK), or (None, ACCESS_REFUSED / STREAM_DOES_NOT_EXIST): the
+        checks of every command that reads a stream, in RabbitMQ's order."""
+        if not self._allowed("read", name):
+            return None, Code.ACCESS_REFUSED
+        q = lookup_stream(self.vhost, name)
+        return (q, Code.OK) if q is not None else (None, Code.STREAM_DOES_NOT_EXIST)
+
     # ------------------------------------------------------------------ publishers
     def _declare_publisher(self, cmd) -> None:
         code = self._declare_publisher_code(cmd)
@@ -472,24 +480,18 @@ class StreamServerProtocol(asyncio.Protocol):
         self.send(S.PublishError(p.id, [(i, Code.INTERNAL_ERROR) for i in ids]))
 
     def _query_publisher_sequence(self, cmd) -> None:
-        if not self._allowed("read", cmd.stream):
-            self.send(S.QueryPublisherSequenceResponse(cmd.correlation_id, Code.ACCESS_REFUSED, 0))
-            return
-        q = lookup_stream(self.vhost, cmd.stream)
+        q, code = self._readable(cmd.stream)
         if q is None:
-            self.send(S.QueryPublisherSequenceResponse(cmd.correlation_id, Code.STREAM_DOES_NOT_EXIST, 0))
+            self.send(S.QueryPublisherSequenceResponse(cmd.correlation_id, code, 0))
             return
         seq = q.log.writer_sequence(cmd.reference.encode())
         self.send(S.QueryPublisherSequenceResponse(cmd.correlation_id, Code.OK, seq or 0))
 
     # ------------------------------------------------------------------ subscriptions
     def _subscribe(self, cmd) -> None:
-        if not self._allowed("read", cmd.stream):
-            self.send(S.SubscribeResponse(cmd.correlation_id, Code.ACCESS_REFUSED))
-            return
-        q = lookup_stream(self.vhost, cmd.stream)
+        q, code = self._readable(cmd.stream)
         if q is None:
-            self.send(S.SubscribeResponse(cmd.correlation_id, Code.STREAM_DOES_NOT_EXIST))
+            self.send(S.SubscribeResponse(cmd.correlation_id, code))
             return
         if cmd.subscription_id in self.subscriptions:
             self.send(S.SubscribeResponse(cmd.correlation_id, Code.SUBSCRIPTION_ID_ALREADY_EXISTS))
@@ -569,12 +571,9 @@ class StreamServerProtocol(asyncio.Protocol):
         q.mark_pending()
 
     def _query_offset(self, cmd) -> None:
-        if not self._allowed("read", cmd.stream):
-            self.send(S.QueryOffsetResponse(cmd.correlation_id, Code.ACCESS_REFUSED, 0))
-            return
-        q = lookup_stream(self.vhost, cmd.stream)
+        q, code = self._readable(cmd.stream)
         if q is None:
-            self.send(S.QueryOffsetResponse(cmd.correlation_id, Code.STREAM_DOES_NOT_EXIST, 0))
+            self.send(S.QueryOffsetResponse(cmd.correlation_id, code, 0))
             return
         off = q.log.query_offset(cmd.reference.encode())
         if off is None:
@@ -594,9 +593,7 @@ class StreamServerProtocol(asyncio.Protocol):
         if not self._allowed("configure", cmd.stream):
             self.send(S.DeleteStreamResponse(cmd.correlation_id, Code.ACCESS_REFUSED))
             return
-        q = lookup_stream(self.vhost, cmd.stream)
-        code = delete_stream(self.vhost, cmd.stream)
-        self.send(S.DeleteStreamResponse(cmd.correlation_id, code))
+        self.send(S.DeleteStreamResponse(cmd.correlation_id, delete_stream(self.vhost, cmd.stream)))
 
     def _metadata(self, cmd) -> None:
         host, port = self.advertised()
@@ -635,12 +632,9 @@ class StreamServerProtocol(asyncio.Protocol):
         self.send(S.ExchangeCommandVersionsResponse(cmd.correlation_id, Code.OK, COMMAND_VERSIONS))
 
     def _stream_stats(self, cmd) -> None:
-        if not self._allowed("read", cmd.stream):
-            self.send(S.StreamStatsResponse(cmd.correlation_id, Code.ACCESS_REFUSED, {}))
-            return
-        q = lookup_stream(self.vhost, cmd.stream)
+        q, code = self._readable(cmd.stream)
         if q is None:
-            self.send(S.StreamStatsResponse(cmd.correlation_id, Code.STREAM_DOES_NOT_EXIST, {}))
+            self.send(S.StreamStatsResponse(cmd.correlation_id, code, {}))
             return
         lg = q.log
         last = lg.c_first[-1] if len(lg.c_first) > lg.head else -1
@@ -664,12 +658,9 @@ class StreamServerProtocol(asyncio.Protocol):
         self.send(S.DeleteSuperStreamResponse(cmd.correlation_id, delete_super_stream(self.vhost, cmd.name)))
 
     def _resolve_offset_spec(self, cmd) -> None:
-        if not self._allowed("read", cmd.stream):
-            self.send(S.ResolveOffsetSpecResponse(cmd.correlation_id, Code.ACCESS_REFUSED))
-            return
-        q = lookup_stream(self.vhost, cmd.stream)
+        q, code = self._readable(cmd.stream)
         if q is None:
-            self.send(S.ResolveOffsetSpecResponse(cmd.correlation_id, Code.STREAM_DOES_NOT_EXIST))
+            self.send(S.ResolveOffsetSpecResponse(cmd.correlation_id, code))
             return
         self.send(S.ResolveOffsetSpecResponse(cmd.correlation_id, Code.OK, OffsetType.OFFSET,
                                               resolve_spec(q.log, cmd.offset_spec)))

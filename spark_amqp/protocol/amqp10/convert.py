@@ -80,38 +80,19 @@ def _div1000(v: int) -> int:
 
 # ================================================================== RabbitMQ 3.10.8
 
+#: ``rabbit_msg_record:from_091/2``: 0-9-1 tag -> the AMQP 1.0 value of a header's value
+_FROM_091 = {"S": _str, "l": int, "L": int, "B": UByte, "s": Short, "u": UShort, "i": UInt, "I": Int,
+             "d": float, "f": Float, "t": Boolean, "x": bytes, "T": lambda v: Timestamp(v * 1000),
+             "b": Byte, "V": lambda v: None}
+
+
 def _from_091_v310(tag: str, v):
     """``rabbit_msg_record:from_091/2``: a 0-9-1 header value as an AMQP 1.0 value."""
-    if tag == "S":
-        return _str(v)
-    if tag in ("l", "L"):
-        return int(v)
-    if tag == "B":
-        return UByte(v)
-    if tag == "s":
-        return Short(v)
-    if tag == "u":
-        return UShort(v)
-    if tag == "i":
-        return UInt(v)
-    if tag == "I":
-        return Int(v)
-    if tag == "d":
-        return float(v)
-    if tag == "f":
-        return Float(v)
-    if tag == "t":
-        return Boolean(v)
-    if tag == "x":
-        return bytes(v)
-    if tag == "T":
-        return Timestamp(v * 1000)
-    if tag == "b":
-        return Byte(v)
-    if tag == "V":
-        return None
-    raise ConversionError(f"a header value of type {_TAG_NAMES.get(tag, tag)} has no AMQP 1.0 conversion "
-                          f"in RabbitMQ 3.10 (rabbit_msg_record:from_091/2)")
+    fn = _FROM_091.get(tag)
+    if fn is None:
+        raise ConversionError(f"a header value of type {_TAG_NAMES.get(tag, tag)} has no AMQP 1.0 conversion "
+                              f"in RabbitMQ 3.10 (rabbit_msg_record:from_091/2)")
+    return fn(v)
 
 
 _TAG_NAMES = {"D": "decimal", "A": "array", "F": "table"}
@@ -173,39 +154,22 @@ def _opt_sym(b):
     return None if b is None else Symbol(_str(b))
 
 
+#: ``rabbit_msg_record:to_091/2``: the AMQP 1.0 type of an application property -> (0-9-1 tag,
+#: its value)
+_TO_091 = {str: lambda v: ("S", _bytes(v)), int: lambda v: ("l", v), Byte: lambda v: ("b", int(v)),
+           UByte: lambda v: ("B", int(v)), Short: lambda v: ("s", int(v)), UShort: lambda v: ("u", int(v)),
+           UInt: lambda v: ("i", int(v)), Int: lambda v: ("I", int(v)), float: lambda v: ("d", v),
+           Float: lambda v: ("f", float(v)), Timestamp: lambda v: ("T", _div1000(int(v))),
+           bytes: lambda v: ("x", v), bool: lambda v: ("t", v), type(None): lambda v: ("V", None)}
+
+
 def _to_091_v310(v):
     """``rabbit_msg_record:to_091/2``: (tag, value) of an AMQP 1.0 application property."""
-    t = type(v)
-    if t is str:
-        return "S", _bytes(v)
-    if t is int:
-        return "l", v
-    if t is Byte:
-        return "b", int(v)
-    if t is UByte:
-        return "B", int(v)
-    if t is Short:
-        return "s", int(v)
-    if t is UShort:
-        return "u", int(v)
-    if t is UInt:
-        return "i", int(v)
-    if t is Int:
-        return "I", int(v)
-    if t is float:
-        return "d", v
-    if t is Float:
-        return "f", float(v)
-    if t is Timestamp:
-        return "T", _div1000(int(v))
-    if t is bytes:
-        return "x", v
-    if t is bool:
-        return "t", v
-    if v is None:
-        return "V", None
-    raise ConversionError(f"an application property of AMQP type {_amqp_type(v)} has no 0-9-1 conversion "
-                          f"in RabbitMQ 3.10 (rabbit_msg_record:to_091/2)")
+    fn = _TO_091.get(type(v))
+    if fn is None:
+        raise ConversionError(f"an application property of AMQP type {_amqp_type(v)} has no 0-9-1 conversion "
+                              f"in RabbitMQ 3.10 (rabbit_msg_record:to_091/2)")
+    return fn(v)
 
 
 def _amqp_type(v) -> str:
@@ -519,9 +483,7 @@ def _to_091_v43(v):
             if tv is not None and isinstance(k, (str, bytes)):
                 out.append((_bytes(k), tv[0], tv[1]))
         return "F", out
-    if isinstance(v, (float, int)) or v is None or t is Timestamp:
-        return _to_091_v310(v)
-    if t in (Float, Byte, UByte, Short, UShort, UInt, Int):
+    if t in _TO_091:
         return _to_091_v310(v)
     raise ConversionError(f"a value of AMQP type {_amqp_type(v)} has no 0-9-1 conversion in "
                           f"RabbitMQ 4.3 (mc_amqpl:to_091/2)")

@@ -87,46 +87,18 @@ class _IntType(int):
         return f"{type(self).__name__}({int(self)})"
 
 
-class UByte(_IntType):
-    """AMQP ``ubyte`` (0..255)."""
-    __slots__ = ()
-    lo, hi = 0, 0xFF
+def _int_type(name: str, lo: int, hi: int, doc: str) -> type:
+    return type(name, (_IntType,), {"__slots__": (), "lo": lo, "hi": hi, "__doc__": doc,
+                                    "__module__": __name__})
 
 
-class UShort(_IntType):
-    """AMQP ``ushort`` (0..65535)."""
-    __slots__ = ()
-    lo, hi = 0, 0xFFFF
-
-
-class UInt(_IntType):
-    """AMQP ``uint`` (0..2**32-1)."""
-    __slots__ = ()
-    lo, hi = 0, 0xFFFFFFFF
-
-
-class ULong(_IntType):
-    """AMQP ``ulong`` (0..2**64-1)."""
-    __slots__ = ()
-    lo, hi = 0, 0xFFFFFFFFFFFFFFFF
-
-
-class Byte(_IntType):
-    """AMQP ``byte`` (-128..127)."""
-    __slots__ = ()
-    lo, hi = -0x80, 0x7F
-
-
-class Short(_IntType):
-    """AMQP ``short`` (-32768..32767)."""
-    __slots__ = ()
-    lo, hi = -0x8000, 0x7FFF
-
-
-class Int(_IntType):
-    """AMQP ``int`` (signed 32-bit)."""
-    __slots__ = ()
-    lo, hi = -0x80000000, 0x7FFFFFFF
+UByte = _int_type("UByte", 0, 0xFF, "AMQP ``ubyte`` (0..255).")
+UShort = _int_type("UShort", 0, 0xFFFF, "AMQP ``ushort`` (0..65535).")
+UInt = _int_type("UInt", 0, 0xFFFFFFFF, "AMQP ``uint`` (0..2**32-1).")
+ULong = _int_type("ULong", 0, 0xFFFFFFFFFFFFFFFF, "AMQP ``ulong`` (0..2**64-1).")
+Byte = _int_type("Byte", -0x80, 0x7F, "AMQP ``byte`` (-128..127).")
+Short = _int_type("Short", -0x8000, 0x7FFF, "AMQP ``short`` (-32768..32767).")
+Int = _int_type("Int", -0x80000000, 0x7FFFFFFF, "AMQP ``int`` (signed 32-bit).")
 
 
 class Timestamp(int):
