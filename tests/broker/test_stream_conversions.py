@@ -54,3 +54,15 @@ def test_embedded_310_delivers_what_rabbitmq_3_10_8_delivers(embedded_broker_310
         assert got["delivered_offset"] == want["offset"]
         assert got["delivered_body_len"] == want["delivered_body_len"]
         assert got["delivered_exchange"] == want["delivered_exchange"]
+
+
+def test_embedded_310_stores_what_rabbitmq_3_10_8_stores(embedded_stream_broker):
+    """0-9-1 in, stream protocol out (read with rstream): the AMQP 1.0 bytes the embedded broker
+    stores are RabbitMQ 3.10.8's (the recorded ones, queue name substituted: same length)."""
+    b = embedded_stream_broker
+    rec = asyncio.run(capture(b.port, b.stream_port))
+    for got, want in zip(rec["cases"], RECORDED["cases"]):
+        assert got["name"] == want["name"] and got["offset"] == want["offset"]
+        expect = bytes.fromhex(want["stored_prefix"]).replace(want["queue"].encode(), got["queue"].encode())
+        assert got["stored_ends_with_body"]
+        assert got["stored_prefix"] == expect.hex(), got["name"]
