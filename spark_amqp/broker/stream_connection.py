@@ -27,8 +27,14 @@ filtering (``filter.N``)     ignored                    chunks whose Bloom filte
                                                         match are skipped
 ===========================  =========================  ===================================
 
-Not modelled: single active consumer (``consumer_update``): a subscription asking for it is
-served as a plain one.
+Single active consumer (3.11+, the 4.3 mode; ``rabbit_stream_sac_coordinator``): the
+subscriptions of a stream with ``single-active-consumer = true`` and the same ``name`` form a
+group (a name is required: PRECONDITION_FAILED without one); the first is told ``consumer
+update active = true`` and starts from the offset specification its answer gives, the others
+get nothing until the active one goes (unsubscribe or connection lost), when the next is made
+active the same way. Not modelled: the partition-aware choice of super-stream groups (the
+``super-stream`` property): the first registered is active. In the 3.10 mode the properties
+are ignored, as RabbitMQ 3.10.8 does.
 
 Response codes and when they come are RabbitMQ's (checked against RabbitMQ 3.10.8 with the
 raw state machine and with rstream; tests/broker/test_stream_protocol.py). Errors in received
@@ -82,7 +88,8 @@ class Subscription:
     chunk to send holds or follows), ``matcher`` (4.3 filtering, or None), ``properties``,
     counters (chunks and records sent) for the management API."""
 
-    __slots__ = ("conn", "id", "queue", "pos", "matcher", "properties", "offset", "consumed", "chunks")
+    __slots__ = ("conn", "id", "queue", "pos", "matcher", "properties", "offset", "consumed", "chunks",
+                 "group", "active")
 
     def __init__(self, conn, sid: int, queue, pos: int, matcher, properties: dict):
         self.conn = conn
@@ -94,6 +101,8 @@ class Subscription:
         self.offset = pos        # the first offset of the last chunk sent (management: "offset")
         self.consumed = 0
         self.chunks = 0
+        self.group = None        # single active consumer: the group's name
+        self.active = True
 
     @property
     def credit(self) -> int:
@@ -135,6 +144,7 @@ class StreamServerProtocol(asyncio.Protocol):
         self.publisher_refs: dict[tuple, int] = {}
         self.subscriptions: dict[int, Subscription] = {}
         self.deliver_v2 = False
+        self._consumer_updates: dict[int, Subscription] = {}   # correlation id -> subscription
         self.connected_at = int(time.time() * 1000)
         self.client_properties: dict = {}
         self._hb_timer = None
@@ -498,12 +508,41 @@ class StreamServerProtocol(asyncio.Protocol):
             return
         pos = resolve_spec(q.log, cmd.offset_spec)
         props = dict(cmd.properties or {})
+        sac = not self.v310 and props.get("single-active-consumer") == "true"
+        if sac and not props.get("name"):
+            self.send(S.SubscribeResponse(cmd.correlation_id, Code.PRECONDITION_FAILED))
+            return
         matcher = self._matcher(q, props)
         sub = Subscription(self, cmd.subscription_id, q, pos, matcher, props)
         self.send(S.SubscribeResponse(cmd.correlation_id, Code.OK))
         self.subscriptions[sub.id] = sub
         q.subscribers.append(sub)
+        if sac:
+            sub.group = props["name"]
+            sub.active = False
+            group = q.sac_groups.setdefault(sub.group, [])
+            group.append(sub)
+            if len(group) == 1:
+                self._activate(sub)
         self.broker.mark_queue(q)
+
+    def _activate(self, sub: Subscription) -> None:
+        """Tell ``sub`` it is its group's active consumer; it starts once the client answers
+        with where to start (``consumer_update``, rabbit_stream_reader
+        ``maybe_send_consumer_update``)."""
+        cmd = S.ConsumerUpdate(0, sub.id, True)
+        self.send(cmd)
+        self._consumer_updates[cmd.correlation_id] = sub
+
+    def _consumer_update_response(self, cmd) -> None:
+        sub = self._consumer_updates.pop(cmd.correlation_id, None)
+        if sub is None or sub.id not in self.subscriptions:
+            return
+        spec = cmd.offset_spec
+        if spec is not None and spec[0] != OffsetType.NONE:
+            sub.pos = resolve_spec(sub.queue.log, spec)
+        sub.active = True
+        self.broker.mark_queue(sub.queue)
 
     def _matcher(self, q, props: dict):
         """4.3 filtering: ``filter.N`` values and ``match-unfiltered`` (``rabbit_stream_utils:
@@ -537,6 +576,17 @@ class StreamServerProtocol(asyncio.Protocol):
             sub.queue.subscribers.remove(sub)
         except ValueError:
             pass
+        if sub.group is not None:
+            group = sub.queue.sac_groups.get(sub.group, [])
+            was_first = bool(group) and group[0] is sub
+            if sub in group:
+                group.remove(sub)
+            if not group:
+                sub.queue.sac_groups.pop(sub.group, None)
+            elif was_first:          # the next of the group becomes active
+                nxt = group[0]
+                if not nxt.conn.closed:
+                    nxt.conn._activate(nxt)
 
     def deliver(self, sub: Subscription, header: bytes, data: bytes) -> None:
         """Send one chunk to ``sub`` (one credit): the stored header and entries."""
@@ -706,5 +756,5 @@ _HANDLERS = {
     S.Route: _P._route, S.Partitions: _P._partitions,
     S.ExchangeCommandVersions: _P._exchange_command_versions, S.StreamStats: _P._stream_stats,
     S.CreateSuperStream: _P._create_super_stream, S.DeleteSuperStream: _P._delete_super_stream,
-    S.ResolveOffsetSpec: _P._resolve_offset_spec,
+    S.ResolveOffsetSpec: _P._resolve_offset_spec, S.ConsumerUpdateResponse: _P._consumer_update_response,
 }

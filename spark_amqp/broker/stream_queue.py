@@ -246,6 +246,8 @@ class StreamQueue(Queue):
         #: stream-protocol subscriptions (broker/stream_connection.py Subscription) and publishers
         self.subscribers: list = []
         self.stream_publishers: set = set()
+        #: single active consumer groups: name -> subscriptions, the first one active
+        self.sac_groups: dict = {}
 
     # ------------------------------------------------------------------ counts
     @property
@@ -420,7 +422,7 @@ class StreamQueue(Queue):
         n = len(firsts)
         for sub in list(self.subscribers):
             conn = sub.conn
-            if conn.closed or not conn.writable:
+            if conn.closed or not conn.writable or not sub.active:
                 continue
             credit = conn.sm.credits.get(sub.id, 0)
             if credit <= 0 or sub.pos >= log.next:

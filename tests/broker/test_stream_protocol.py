@@ -444,3 +444,40 @@ def test_offsets_sequences_and_messages_survive_a_restart(tmp_path):
             recs = [m for e in c.events(1.0) if isinstance(e, S.Chunk) for m in e.messages()]
             from spark_amqp.protocol.amqp10 import decode_message
             assert [decode_message(m).data for m in recs] == [b"a", b"b", b"c"]
+
+
+def test_43_single_active_consumer(broker43):
+    """Two subscriptions of one group: the first is made active (consumer update) and reads;
+    when it goes, the second is made active and starts where its answer says (first)."""
+    from spark_amqp.client.stream import connect
+    from spark_amqp.protocol.amqp10 import Message, encode_message
+
+    with connect(broker43.stream_url) as client:
+        client.create_stream("sac")
+        with client.producer("sac") as p:
+            for i in range(5):
+                p.send(encode_message(Message(b"m%d" % i)))
+            assert p.wait_for_confirms(30).ok
+        updates = []
+        a = client.consumer("sac", "first", name="group", single_active=True,
+                            on_update=lambda active: updates.append(("a", active)))
+        b = client.consumer("sac", "first", name="group", single_active=True,
+                            on_update=lambda active: updates.append(("b", active)))
+        got_a = []
+        deadline = time.monotonic() + 10
+        while len(got_a) < 5 and time.monotonic() < deadline:
+            got_a += list(a.messages(timeout=0.5))
+        assert [o for o, _ in got_a] == [0, 1, 2, 3, 4]
+        assert list(b.messages(timeout=0.5)) == []          # not active: nothing
+        a.close()
+        got_b = []
+        deadline = time.monotonic() + 10
+        while len(got_b) < 5 and time.monotonic() < deadline:
+            got_b += list(b.messages(timeout=0.5))
+        assert [o for o, _ in got_b] == [0, 1, 2, 3, 4]
+        assert ("a", True) in updates and ("b", True) in updates
+        b.close()
+    with RawStream(broker43.stream_port) as c:                # a group needs a name
+        c.handshake()
+        r = c.rpc(S.Subscribe(0, 1, "sac", OffsetSpec(OffsetType.FIRST), 1, {"single-active-consumer": "true"}))
+        assert r.code == Code.PRECONDITION_FAILED
