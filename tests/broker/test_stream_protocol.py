@@ -481,3 +481,39 @@ def test_43_single_active_consumer(broker43):
         c.handshake()
         r = c.rpc(S.Subscribe(0, 1, "sac", OffsetSpec(OffsetType.FIRST), 1, {"single-active-consumer": "true"}))
         assert r.code == Code.PRECONDITION_FAILED
+
+
+def test_retention_of_a_stream_created_over_the_stream_protocol(embedded_stream_broker):
+    """max-length-bytes with small segments: old segments go, offsets stay; a subscription
+    from first starts at the first retained offset."""
+    port = embedded_stream_broker.stream_port
+    name = "h38b-retention-" + uuid.uuid4().hex[:6]
+    with RawStream(port) as c:
+        c.handshake()
+        assert c.rpc(S.CreateStream(0, name, {"max-length-bytes": "20000",
+                                              "stream-max-segment-size-bytes": "5000"})).code == Code.OK
+        assert c.rpc(S.DeclarePublisher(0, 1, "", name)).code == Code.OK
+        for i in range(100):
+            c.send(S.Publish(1, [i], [amqp10_data(b"r%03d" % i + b"." * 300)]))
+            c.wait_for(S.PublishConfirm)
+        assert c.rpc(S.Subscribe(0, 1, name, OffsetSpec(OffsetType.FIRST), 100)).code == Code.OK
+        chunks = [e for e in c.events(1.0) if isinstance(e, S.Chunk)]
+        first = chunks[0].chunk_id
+        assert 0 < first and chunks[-1].next_offset == 100
+        assert sum(ch.num_records for ch in chunks) == 100 - first
+        assert c.rpc(S.DeleteStream(0, name)).code == Code.OK
+
+
+def test_the_stream_listener_has_the_handshake_timeout(tmp_path):
+    """The listener guard of every listener (issue 41): a socket that never finishes the
+    handshake is closed after handshake_timeout."""
+    import socket
+    from spark_amqp import EmbeddedBroker
+    cfg = tmp_path / "broker.toml"
+    cfg.write_text("[broker]\nhandshake_timeout = 1000\n")
+    with EmbeddedBroker(config=cfg, stream_port=0) as b:
+        s = socket.create_connection(("127.0.0.1", b.stream_port), timeout=10)
+        t = time.monotonic()
+        assert s.recv(1) == b""
+        assert 0.5 < time.monotonic() - t < 5
+        s.close()
