@@ -349,7 +349,7 @@ class Broker:
         if blocked == self.blocked:
             return
         self.blocked = blocked
-        for c in list(self.connections):
+        for c in list(self.connections) + list(self.stream_connections):
             if blocked:
                 if c.published:
                     c.block()

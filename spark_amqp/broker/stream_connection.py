@@ -173,6 +173,25 @@ class StreamServerProtocol(asyncio.Protocol):
         self._cleanup()
         log.info("closed stream connection from %s", self.peer)
 
+    # ------------------------------------------------------------------ resource alarms
+    @property
+    def published(self) -> bool:
+        """Whether the connection has publishers (the ones a resource alarm stops)."""
+        return bool(self.publishers)
+
+    def block(self) -> None:
+        """A resource alarm: stop reading from this publishing connection (RabbitMQ's stream
+        reader stops reading its socket while blocked); deliveries go on."""
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def unblock(self) -> None:
+        if self.transport is not None and not self.closed:
+            try:
+                self.transport.resume_reading()
+            except RuntimeError:    # not paused
+                pass
+
     def pause_writing(self) -> None:
         self.writable = False
 

@@ -517,3 +517,29 @@ def test_the_stream_listener_has_the_handshake_timeout(tmp_path):
         assert s.recv(1) == b""
         assert 0.5 < time.monotonic() - t < 5
         s.close()
+
+
+def test_a_resource_alarm_blocks_stream_publishers(broker43):
+    """While an alarm is on, a publisher cannot be declared (PRECONDITION_FAILED) and a
+    publishing connection is not read (its publishes wait); when it clears they go through."""
+    b = broker43
+
+    def alarm(reason):
+        done = threading.Event()
+        b._loop.call_soon_threadsafe(lambda: (b.broker.set_alarm("disk", reason), done.set()))
+        assert done.wait(5)
+    import threading
+    with RawStream(b.stream_port) as c:
+        c.handshake()
+        assert c.rpc(S.CreateStream(0, "alarmed", {})).code == Code.OK
+        assert c.rpc(S.DeclarePublisher(0, 1, "", "alarmed")).code == Code.OK
+        alarm("low on disk")   # (a memory alarm clears itself at the next tick here)
+        try:
+            c.send(S.Publish(1, [1], [amqp10_data(b"held")]))
+            assert [e for e in c.events(1.0) if isinstance(e, S.PublishConfirm)] == []
+            with RawStream(b.stream_port) as other:
+                other.handshake()
+                assert other.rpc(S.DeclarePublisher(0, 1, "", "alarmed")).code == Code.PRECONDITION_FAILED
+        finally:
+            alarm(None)
+        assert list(c.wait_for(S.PublishConfirm).publishing_ids) == [1]
