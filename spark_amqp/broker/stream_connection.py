@@ -73,7 +73,7 @@ class Publisher:
     """A declared publisher: ``stream`` (the queue), ``reference`` (producer name, bytes, or
     None), counters for the management API."""
 
-    __slots__ = ("id", "stream", "reference", "published", "confirmed", "errored", "queue")
+    __slots__ = ("id", "stream", "reference", "published", "confirmed", "errored", "queue", "to_confirm")
 
     def __init__(self, pid: int, queue, reference: bytes | None):
         self.id = pid
@@ -81,6 +81,7 @@ class Publisher:
         self.stream = queue.name
         self.reference = reference
         self.published = self.confirmed = self.errored = 0
+        self.to_confirm: list = []      # publishing ids confirmed in this tick, sent at its end
 
 
 class Subscription:
@@ -145,6 +146,7 @@ class StreamServerProtocol(asyncio.Protocol):
         self.subscriptions: dict[int, Subscription] = {}
         self.deliver_v2 = False
         self._consumer_updates: dict[int, Subscription] = {}   # correlation id -> subscription
+        self._confirming: list = []     # publishers with ids in to_confirm
         self.connected_at = int(time.time() * 1000)
         self.client_properties: dict = {}
         self._hb_timer = None
@@ -230,6 +232,15 @@ class StreamServerProtocol(asyncio.Protocol):
 
     def flush(self) -> None:
         self.dirty = False
+        if self._confirming:
+            # the confirms of a tick in one frame per publisher (as osiris confirms a write
+            # batch at once), not one per publish frame
+            for p in self._confirming:
+                ids, p.to_confirm = p.to_confirm, []
+                if ids:
+                    p.confirmed += len(ids)
+                    self.out += self.sm.send(S.PublishConfirm(p.id, ids))
+            self._confirming = []
         if self.out and self.transport is not None and not self.transport.is_closing():
             self.bytes_out += len(self.out)
             self.writes += 1
@@ -499,8 +510,10 @@ class StreamServerProtocol(asyncio.Protocol):
     def _confirm(self, p: Publisher, ids) -> None:
         if self.closed:
             return
-        p.confirmed += len(ids)
-        self.send(S.PublishConfirm(p.id, ids))
+        if not p.to_confirm:
+            self._confirming.append(p)
+        p.to_confirm.extend(ids)
+        self.mark_dirty()
 
     def _confirm_failed(self, p: Publisher, ids) -> None:
         if self.closed:
