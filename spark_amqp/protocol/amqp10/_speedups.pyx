@@ -15,11 +15,11 @@ checks it with hypothesis.
   the converted properties cached by the bytes before the data section.
 """
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, uint64_t, int64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef object _types = None
 cdef object _py_decode_value = None
@@ -510,7 +510,8 @@ def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefi
     cdef Py_ssize_t p = pos, n, ds, bp
     cdef uint32_t head
     cdef list out = []
-    cdef object last_prefix = None, last_val = None
+    cdef bytes last_prefix = None
+    cdef object last_val = None
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         b = <const uint8_t*>view.buf
@@ -540,10 +541,15 @@ def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefi
                 out.extend(convert_whole(PyBytes_FromStringAndSize(<const char*>(b + p), n), False))
                 p += n
                 continue
+            if (last_prefix is not None and PyBytes_GET_SIZE(last_prefix) == ds - p
+                    and memcmp(PyBytes_AS_STRING(last_prefix), b + p, ds - p) == 0):
+                # the run's prefix again: no bytes object made, no lookup
+                out.append((last_val[0], last_val[1],
+                            PyBytes_FromStringAndSize(<const char*>(b + bp), p + n - bp)))
+                p += n
+                continue
             prefix = PyBytes_FromStringAndSize(<const char*>(b + p), ds - p)
-            if last_prefix is not None and prefix == last_prefix:
-                val = last_val
-            else:
+            if True:
                 val = cache.get(prefix)
                 if val is None:
                     val = convert_prefix(prefix, PyBytes_FromStringAndSize(<const char*>(b + p), n))
@@ -555,9 +561,6 @@ def chunk_to_091(data, Py_ssize_t pos, Py_ssize_t end, dict cache, convert_prefi
         return out
     finally:
         PyBuffer_Release(&view)
-
-
-from cpython.bytes cimport PyBytes_AS_STRING
 
 
 def data_entry(bytes prefix, body, Py_ssize_t short_max):
