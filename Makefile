@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 
 .PHONY: venv demo test check bench clean
 
-# setup.py compiles the optional compiled twins (spark_amqp/*/_*.pyx, Cython; listed in setup.py)
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard spark_amqp/*/_*.pyx spark_amqp/*/_*.pxd)
+# setup.py compiles the optional compiled twins (spark_amqp/**/_*.pyx, Cython; listed in setup.py)
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard spark_amqp/*/_*.pyx spark_amqp/*/*/_*.pyx spark_amqp/*/_*.pxd)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,examples,broker,docs]'
@@ -33,4 +33,5 @@ bench: venv
 	$(PY) -m spark_amqp.bench all
 
 clean:
-	rm -rf $(VENV) build *.egg-info spark_amqp/*/_*.c spark_amqp/*/_*.so
+	rm -rf $(VENV) build *.egg-info
+	find spark_amqp -name '_*.c' -delete -o -name '_*.so' -delete

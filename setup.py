@@ -22,7 +22,8 @@ TWINS = [
     "spark_amqp/protocol/_raw_deliveries.pyx",
     "spark_amqp/protocol/_raw_publish.pyx",
     "spark_amqp/protocol/_server_frames.pyx",
-    "spark_amqp/broker/_stream_records.pyx",
+    "spark_amqp/protocol/stream/_speedups.pyx",
+    "spark_amqp/protocol/amqp10/_speedups.pyx",
 ]
 
 

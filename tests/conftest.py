@@ -125,6 +125,17 @@ def embedded_broker_310():
 
 
 @pytest.fixture(scope="session")
+def embedded_stream_broker():
+    """An in-memory embedded broker in RabbitMQ 3.10 mode that also serves the stream protocol
+    (``stream_port=0``): the embedded side of the stream-protocol tests, which compare it with
+    the local RabbitMQ 3.10.8 (``b.stream_url``, ``b.url``)."""
+    from spark_amqp import EmbeddedBroker
+
+    with EmbeddedBroker(rabbitmq_version="3.10", stream_port=0) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
 def embedded_broker_43():
     """An in-memory embedded broker in RabbitMQ 4.3 mode, named so (the default mode too)."""
     from spark_amqp import EmbeddedBroker

@@ -24,24 +24,26 @@ class BrokerProcess:
     GIL with the baselines. ``url`` is its AMQP URI; use as a context manager (SIGTERM on exit).
     ``pid``: the process id, to measure its CPU. ``data_dir``: a data directory (durable
     store and stream segment files) instead of memory only. ``management``: also serve the
-    management HTTP API, on ``http_port`` (else None). ``rabbitmq_version``: the mode (3.10)."""
+    management HTTP API, on ``http_port`` (else None). ``rabbitmq_version``: the mode (3.10).
+    ``stream``: also serve the stream protocol, on ``stream_port`` (``stream_url``)."""
 
     def __init__(self, start_timeout: float = 20.0, data_dir: str | None = None,
-                 management: bool = False, rabbitmq_version: str = "3.10"):
+                 management: bool = False, rabbitmq_version: str = "3.10", stream: bool = True):
         # "3.10" by default: the benchmarks compare with the local RabbitMQ 3.10.8, so the
         # embedded broker behaves like it (e.g. 128 MiB max_message_size for the large-message
         # runs; docs/broker/rabbitmq-versions.md)
         self.port = _free_port()
         self.http_port = _free_port() if management else None
+        self.stream_port = _free_port() if stream else None
         self.proc = subprocess.Popen([sys.executable, "-c",
                                       "import logging; logging.basicConfig(level=logging.WARNING); "
                                       f"from spark_amqp.broker import serve; "
                                       f"serve('127.0.0.1', {self.port}, {data_dir!r}, "
                                       f"management_port={self.http_port}, "
-                                      f"rabbitmq_version={rabbitmq_version!r})"])
+                                      f"rabbitmq_version={rabbitmq_version!r}, stream_port={self.stream_port})"])
         self.pid = self.proc.pid
         deadline = time.monotonic() + start_timeout
-        for port in filter(None, (self.port, self.http_port)):
+        for port in filter(None, (self.port, self.http_port, self.stream_port)):
             while time.monotonic() < deadline:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -49,6 +51,8 @@ class BrokerProcess:
                 except OSError:
                     time.sleep(0.05)
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+        self.stream_url = (f"rabbitmq-stream://guest:guest@127.0.0.1:{self.stream_port}/%2F"
+                           if self.stream_port else None)
 
     def __enter__(self) -> "BrokerProcess":
         return self

@@ -31,6 +31,18 @@ segment files as RabbitMQ's are; RabbitMQ at ``--url``):
    (RabbitMQ 3.13+ filtering: it skips the chunks whose Bloom filter cannot match); RabbitMQ
    3.10.8 has no filtering and sends every chunk (the source filters the rows itself).
 
+6. the stream protocol (port 5552; ``--stream-url``, RabbitMQ's by default; ``--stream-url ""``
+   skips it): the same stream as the rows above, read from the first offset by one reader:
+   the project's stream client (:mod:`spark_amqp.client.stream`) and rstream (an independent
+   asyncio client, when installed), after one untimed read (the page cache warm for all),
+   first without decoding (each message's bytes), then
+   decoding bodies and properties (ours with the AMQP 1.0 codec,
+   :func:`spark_amqp.protocol.amqp10.decode_message`; rstream with its own,
+   ``rstream.amqp_decoder``); then ``--messages`` AMQP 1.0 messages of ``--size`` bytes
+   published with confirms into a new stream by each client's producer (batches of 500).
+   Rows ``stream protocol read, raw|decoded, <client>`` and ``stream protocol publish+confirm,
+   <client>``, printed with the ratios ours / rstream.
+
 ``--rss-mb N`` (embedded only) adds the memory check of issue 12: an N MB stream (8 KB
 bodies) read from ``first`` by one consumer; printed: the broker's RSS before and its peak
 during the read (a stream is read from its segment files with ``pread``, not held in memory).
@@ -234,8 +246,11 @@ def _cpu_text(cpu: CpuShare) -> str:
     return f"   CPU: readers {cpu.reader:.2f} cores, broker {cpu.broker:.2f} cores"
 
 
-def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: list[int]) -> dict:
-    """Every figure for one broker: {row label: value}."""
+def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: list[int],
+                 stream_url: str | None = None, amqp_reads: bool = True) -> dict:
+    """Every figure for one broker: {row label: value}. ``stream_url``: the broker's
+    ``rabbitmq-stream://`` URL for the stream-protocol rows (None: none); ``amqp_reads``:
+    False leaves out the AMQP 0-9-1 reads (items 2-3)."""
     from ..client import connect
 
     body = b"x" * size
@@ -250,7 +265,7 @@ def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: 
     try:
         out["publish with confirms into the stream (msgs/s)"] = n / publish(url, stream, n, body)
         with peak:
-            for client, reader in READERS.items():
+            for client, reader in (READERS.items() if amqp_reads else ()):
                 for k in consumer_counts:
                     with CpuShare(pid) as cpu:
                         rate = concurrent_read(reader, url, stream, n, k,
@@ -266,6 +281,8 @@ def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: 
                 _cpu_rows(out, f"classic queue read, 1 consumer, {client}", cpu)
                 print(f"  {client:<18} classic x1: {rate:>10,.0f} deliveries/s{_cpu_text(cpu)}",
                       flush=True)
+            if stream_url:
+                out.update(bench_stream_protocol(stream_url, stream, n, size, pid))
         if pid:
             out["broker peak RSS during the reads (MB)"] = peak.mb
     finally:
@@ -274,6 +291,76 @@ def bench_broker(url: str, pid: int | None, n: int, size: int, consumer_counts: 
             ch.queue_delete(stream)
             ch.queue_delete(classic)
     return out
+
+
+SP = "stream protocol"
+
+
+def bench_stream_protocol(stream_url: str, stream: str, n: int, size: int,
+                          pid: int | None) -> dict:
+    """The stream-protocol rows (item 6): reads of ``stream`` (``n`` messages) by the project's
+    client and rstream, without and with decoding, then confirmed publishes of ``n`` AMQP 1.0
+    messages of ``size`` bytes by each client's producer into a new stream."""
+    from ..client.stream import connect
+    from ..protocol.amqp10 import Message, decode_message, encode_message
+    from .stream_protocol import (have_rstream, ours_publish, ours_read, rstream_publish,
+                                  rstream_read)
+
+    out: dict = {}
+    # an untimed read first: the first reader of a stream reads its segment files from disk,
+    # the others from the page cache (seen: 0.7x for whichever reader came first)
+    ours_read(stream_url, stream, n)
+    runs = [("spark-amqp", False, lambda: ours_read(stream_url, stream, n)[0])]
+    if have_rstream():
+        runs.append(("rstream", False, lambda: rstream_read(stream_url, stream, n)[0]))
+    runs.append(("spark-amqp", True,
+                 lambda: ours_read(stream_url, stream, n, decode=True,
+                                   decoder=decode_message)[0]))
+    if have_rstream():
+        runs.append(("rstream", True, lambda: rstream_read(stream_url, stream, n,
+                                                           decode=True)[0]))
+    else:
+        print("  (rstream is not installed: its rows are left out)", flush=True)
+    for client, decode, run in runs:
+        what = "decoded" if decode else "raw"
+        with CpuShare(pid) as cpu:
+            rate = n / run()
+        label = f"{SP} read, {what}, {client}"
+        out[f"{label} (msgs/s)"] = rate
+        _cpu_rows(out, label, cpu)
+        print(f"  {SP} read ({what}), {client}: {rate:>10,.0f} msgs/s{_cpu_text(cpu)}",
+              flush=True)
+    message = encode_message(Message(b"x" * size))
+    messages = [message] * n
+    publishers = [("spark-amqp", ours_publish)]
+    if have_rstream():
+        publishers.append(("rstream", rstream_publish))
+    for client, pub in publishers:
+        target = f"bench-sp-{uuid.uuid4().hex[:8]}"
+        with connect(stream_url) as c:
+            c.create_stream(target)
+        try:
+            with CpuShare(pid) as cpu:
+                rate = n / pub(stream_url, target, messages)
+        finally:
+            with connect(stream_url) as c:
+                c.delete_stream(target, missing_ok=True)
+        label = f"{SP} publish+confirm, {client}"
+        out[f"{label} (msgs/s)"] = rate
+        _cpu_rows(out, label, cpu)
+        print(f"  {SP} publish with confirms, {client}: {rate:>10,.0f} msgs/s{_cpu_text(cpu)}",
+              flush=True)
+    return out
+
+
+def _stream_protocol_ratios(results: dict) -> None:
+    """ours / rstream for each stream-protocol row, per broker."""
+    for b, r in results.items():
+        for what in ("read, raw", "read, decoded", "publish+confirm"):
+            ours = r.get(f"{SP} {what}, spark-amqp (msgs/s)")
+            theirs = r.get(f"{SP} {what}, rstream (msgs/s)")
+            if ours and theirs:
+                print(f"{b}: {SP} {what}: spark-amqp / rstream = {ours / theirs:.2f}x")
 
 
 def publish_filtered(url: str, queue: str, n: int, size: int, values: int, block: int) -> float:
@@ -419,6 +506,12 @@ def main(argv=None) -> int:
                     help="messages per published block (one filter value each)")
     ap.add_argument("--skip-reads", action="store_true",
                     help="only the stream filtering rows (items 1-4 skipped)")
+    ap.add_argument("--stream-url", default=os.environ.get(
+        "SPARK_AMQP_RABBITMQ_STREAM_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F"),
+        help="RabbitMQ's rabbitmq-stream:// URL for the stream-protocol rows ('' skips them)")
+    ap.add_argument("--skip-amqp-reads", action="store_true",
+                    help="leave out the AMQP 0-9-1 reads (items 2-3): the stream-protocol rows "
+                         "only, after the 0-9-1 publish")
     ap.add_argument("--rss-mb", type=int, default=0,
                     help="also read an N MB stream on the embedded broker and report its RSS")
     args = ap.parse_args(argv)
@@ -433,7 +526,9 @@ def main(argv=None) -> int:
             if not args.skip_reads:
                 with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, \
                         BrokerProcess(data_dir=d) as b:
-                    results[name] = bench_broker(b.url, b.pid, args.messages, args.size, counts)
+                    results[name] = bench_broker(b.url, b.pid, args.messages, args.size, counts,
+                                                 getattr(b, "stream_url", None),
+                                                 not args.skip_amqp_reads)
             if args.filter_values:   # RabbitMQ 3.13+ filtering: the 4.3 mode
                 with tempfile.TemporaryDirectory(prefix="bench-streams-") as d, \
                         BrokerProcess(data_dir=d, rabbitmq_version="4.3") as b:
@@ -442,7 +537,8 @@ def main(argv=None) -> int:
         else:
             if not args.skip_reads:
                 results[name] = bench_broker(args.url, rabbitmq_pid(), args.messages, args.size,
-                                             counts)
+                                             counts, args.stream_url or None,
+                                             not args.skip_amqp_reads)
             if args.filter_values:
                 results[name].update(bench_filter(args.url, args.messages, args.size,
                                                   args.filter_values, args.filter_block))
@@ -464,6 +560,7 @@ def main(argv=None) -> int:
             c = r.get(f"classic queue read, 1 consumer, {client} (deliveries/s)")
             if s and c:
                 print(f"{b}: stream / classic-queue read, 1 consumer, {client}: {s / c:.2f}x")
+    _stream_protocol_ratios(results)
     if args.rss_mb:
         disk, before, peak = rss_check(args.rss_mb)
         print(f"embedded broker, a {disk:,.0f} MB stream read from first: RSS {before:,.0f} MB before, "

@@ -18,7 +18,7 @@ from .channel_delivery import shortstr, with_delivery_count
 from .message import Message, peek_properties
 from .names import REPLY_TO, new_name
 from .queue import Consumer, Queue
-from .rules import check_publish
+from .rules import check_consumer_max, check_publish
 
 __all__ = ["BasicMethods"]
 
@@ -250,6 +250,7 @@ class BasicMethods:
 
     def on_consume(self, method) -> None:
         cid, mid = method.CLASS_ID, method.METHOD_ID
+        check_consumer_max(self.broker.config, len(self.consumers), cid, mid)
         name = self._queue_name(method.queue, cid, mid)
         if name == REPLY_TO:
             q = self._reply_queue(method.no_ack, cid, mid)

@@ -12,15 +12,19 @@ delivery-count headers of the RabbitMQ version the broker behaves like (see
 
 from __future__ import annotations
 
+import struct
+
+from ..protocol.amqp10.props091 import offset_header_split
 from ..protocol.server_frames import (append_deliver, append_stream_run, deliver_frames,
                                       deliver_parts, stream_deliver_parts)
 from .deliver_frames import DeliverFrames
 from .message import Message
 from .queue import Consumer, Queue
-from .stream import add_offset_header, offset_header_split
 from .stream_queue import StreamEntry
 
 __all__ = ["DeliveryMethods", "with_delivery_count", "shortstr"]
+
+_Q = struct.Struct(">q").pack
 
 
 def shortstr(s: str) -> bytes:
@@ -74,8 +78,10 @@ class DeliveryMethods:
 
     def deliver_stream(self, c: Consumer, entries: list, first: int, q) -> None:
         """basic.deliver stream messages ``entries`` ((enc, props_raw, body) read from offset
-        ``first`` on) to consumer ``c`` of stream ``q``, each with the header
-        ``x-stream-offset``. The unacked entries hold the offsets (acks only give credit).
+        ``first`` on: the 0-9-1 form of the stored AMQP 1.0 messages, ``stream_convert.py``)
+        to consumer ``c`` of stream ``q``, each with the header ``x-stream-offset`` in its
+        sorted place among the headers (as RabbitMQ, ``props091.offset_header_split``). The
+        unacked entries hold the offsets (acks only give credit).
 
         The frame bytes around the delivery tag and the offset depend only on the exchange /
         routing key, the properties and the body size: built once per run of equal ones."""
@@ -103,7 +109,8 @@ class DeliveryMethods:
             if not 0 < blen <= limit:
                 # no body frame, or several: the general encoder
                 offset = first + j
-                self._encode_delivers(c, (StreamEntry(enc, add_offset_header(props_raw, offset), body, offset),),
+                before, after = offset_header_split(props_raw)
+                self._encode_delivers(c, (StreamEntry(enc, before + _Q(offset) + after, body, offset),),
                                       tag + j, q, DeliverFrames())
                 k_enc = None
                 i = j + 1

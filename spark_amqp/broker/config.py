@@ -11,12 +11,27 @@ File format (``conf/broker.toml``; parsed with :mod:`tomllib`, or ``tomli`` on P
     rabbitmq_version = "4.3"           # the RabbitMQ release to behave like: "4.3" (default) | "3.10"
                                        # (docs/broker/rabbitmq-versions.md lists the differences)
     max_message_size = 16777216        # bytes; default: the version's (4.3: 16 MiB, 3.10: 128 MiB)
-    max_connections = 0                # 0 = unlimited
+    max_connections = 0                # AMQP connections open at once (connection.open beyond: 530); 0 = unlimited
+    ranch_connection_max = 0           # sockets on each AMQP listener (more are closed at accept); 0 = unlimited
+    max_connections_per_address = 0    # sockets one source address holds on all listeners; 0 = unlimited
+    consumer_max_per_channel = 0       # consumers on one channel (basic.consume beyond: 530); 0 = unlimited
     handshake_timeout = 10000          # ms a new connection has to finish the handshake (RabbitMQ's)
     loopback_users = ["guest"]         # users refused unless connected to a loopback address
     disk_free_limit = "50MB"           # disk alarm below this much free space in data_dir (0 = off);
                                        # bytes or "50MB"/"2GiB"; or RabbitMQ's dotted keys:
                                        # disk_free_limit.absolute = "1GB" | disk_free_limit.relative = 1.5
+
+    [management]                       # limits of the management HTTP listener (RabbitMQ's names)
+    max_connections = 1024             # sockets at once (ranch's default); more get 503 and are closed
+    tcp.request_timeout = 5000         # ms for a request's line and headers, and idle between requests
+    tcp.idle_timeout = 60000           # ms without a byte of a request body
+    http.max_body_size = 10000000      # bytes of a request body (RabbitMQ 4.x's default; 413 beyond)
+    allowed_hosts = []                 # Host names accepted besides IP literals, localhost and this
+                                       # machine's name (DNS rebinding); e.g. a reverse proxy's name
+
+    [stream]                           # optional: the stream-protocol listener (broker/stream_config.py)
+    listeners.tcp.1 = 5552             # RabbitMQ's stream.listeners.tcp.1; absent = no stream port
+    advertised_host = "localhost"      # what the stream protocol's open/metadata answer advertise
 
     [tls]                              # optional: an amqps listener (RabbitMQ listeners.ssl.default)
     port = 5671                        # the IANA amqps port; spark-amqp broker --tls-port overrides
@@ -57,6 +72,14 @@ not finished its handshake (connection.open-ok) within ``handshake_timeout`` ms 
 and frames before connection.tune-ok may be at most 4096 bytes of payload (RabbitMQ's
 ``initial_frame_max``), which caps the size of a connection.start-ok response.
 
+Resource limits (issue 41; every listener applies them through :mod:`.listener_guard`, the
+table with RabbitMQ's values is in docs/broker/security.md): ``ranch_connection_max`` sockets per
+AMQP listener and ``max_connections_per_address`` per source address over all listeners (both
+0 = unlimited, as RabbitMQ), and always a reserve of file descriptors (5 % of ``RLIMIT_NOFILE``,
+at least 64) that no listener may take; ``consumer_max_per_channel`` (RabbitMQ 4.x, default
+unlimited); the ``[management]`` section's HTTP limits (:class:`ManagementLimits`).
+``connection_max`` is read as ``max_connections`` (RabbitMQ's older name).
+
 TLS follows RabbitMQ's ``ssl_options`` (https://www.rabbitmq.com/docs/ssl): a server
 certificate and key are required; ``verify = "verify_peer"`` asks the client for a certificate
 and checks it against ``cacertfile`` (a presented certificate that does not verify fails the
@@ -82,10 +105,11 @@ from typing import Any
 
 from .errors import ConfigError
 from .passwords import DEFAULT_HASHING_ALGORITHM, check_hash, verify_password
+from .stream_config import StreamConfig, stream_from_toml
 from .versions import DEFAULT_VERSION, Behaviour, behaviour
 
-__all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError"]
-__all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "load_config", "ConfigError", "parse_size"]
+__all__ = ["BrokerConfig", "User", "Permission", "TLSConfig", "ManagementLimits", "load_config", "ConfigError",
+           "parse_size"]
 
 
 @dataclass
@@ -233,13 +257,77 @@ class TLSConfig:
 
 
 @dataclass
+class ManagementLimits:
+    """The management HTTP listener's limits (``[management]`` in broker.toml; the keys are
+    RabbitMQ's ``management.*`` names where it has one). Times in milliseconds, sizes in bytes.
+
+    Args:
+        max_connections: sockets the listener holds at once; more are answered 503 and closed
+            (ranch's default ``max_connections``, 1024, which RabbitMQ's cowboy listener keeps).
+        request_timeout: ``tcp.request_timeout``, cowboy's: a request's line and headers must
+            arrive within it (else 408 and close), and a connection idle between requests is
+            closed after it (RabbitMQ 3.10.8 measured: 5 s both).
+        idle_timeout: ``tcp.idle_timeout``, cowboy's: a request body that sends no byte for
+            this long is dropped (60 s).
+        max_body_size: ``http.max_body_size`` (RabbitMQ 4.x, default 10,000,000 bytes; 3.10
+            had none): a larger body gets 413 before it is read. Routes that take small bodies
+            have lower limits of their own (``management/bodies.py``).
+        allowed_hosts: host names a request's ``Host`` may name besides IP literals of the
+            listener or loopback, ``localhost`` and this machine's name; a page on another name
+            that resolves here (DNS rebinding) is refused with 403 (a reverse proxy that passes
+            its own ``Host`` on needs its name here).
+    """
+
+    max_connections: int = 1024
+    request_timeout: int = 5000
+    idle_timeout: int = 60000
+    max_body_size: int = 10_000_000
+    allowed_hosts: list[str] = field(default_factory=list)
+
+
+#: [management] keys -> ManagementLimits fields (RabbitMQ's management.* names)
+_MANAGEMENT_KEYS = {"max_connections": "max_connections", "tcp.request_timeout": "request_timeout",
+                    "tcp.idle_timeout": "idle_timeout", "http.max_body_size": "max_body_size",
+                    "allowed_hosts": "allowed_hosts"}
+
+
+def _management_from_toml(path: str | Path, m: Any) -> ManagementLimits:
+    if not isinstance(m, dict):
+        raise ConfigError(f"{path}: [management] must be a table")
+    flat: dict[str, Any] = {}
+    for k, v in m.items():   # tcp.request_timeout = 5000 parses as {"tcp": {"request_timeout": 5000}}
+        if isinstance(v, dict):
+            flat.update({f"{k}.{k2}": v2 for k2, v2 in v.items()})
+        else:
+            flat[k] = v
+    unknown = sorted(set(flat) - set(_MANAGEMENT_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown [management] key(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(_MANAGEMENT_KEYS)}")
+    out = ManagementLimits()
+    for k, v in flat.items():
+        if k == "allowed_hosts":
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(f"{path}: [management] allowed_hosts must be a list of host names, got {v!r}")
+            out.allowed_hosts = [x.lower() for x in v]
+        elif k == "http.max_body_size":
+            out.max_body_size = parse_size(v, f"{path}: [management] {k}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{path}: [management] {k} must be a non-negative integer, got {v!r}")
+        else:
+            setattr(out, _MANAGEMENT_KEYS[k], v)
+    return out
+
+
+@dataclass
 class BrokerConfig:
     """Everything the broker reads from its config file (see the module docstring).
 
     Units: ``frame_max``, ``max_message_size``, ``memory_high_watermark``,
     ``write_buffer_limit`` in bytes; ``heartbeat`` in seconds; ``handshake_timeout`` in
-    milliseconds (RabbitMQ's unit and default, 10000); ``max_connections`` and
-    ``channel_max`` counts (0 = unlimited). ``loopback_users``: user names that may only
+    milliseconds (RabbitMQ's unit and default, 10000); ``max_connections``,
+    ``ranch_connection_max``, ``max_connections_per_address``, ``consumer_max_per_channel`` and
+    ``channel_max`` counts (0 = unlimited); ``management``: :class:`ManagementLimits`. ``loopback_users``: user names that may only
     connect via a loopback interface (default ``["guest"]``). ``rabbitmq_version``: the
     RabbitMQ release to behave like, ``"4.3"`` (default) or ``"3.10"`` (:mod:`.versions`);
     ``max_message_size`` ``None`` means that version's default (16 MiB / 128 MiB).
@@ -257,10 +345,16 @@ class BrokerConfig:
     memory_high_watermark: int = 1 << 30
     max_message_size: int | None = None
     max_connections: int = 0
+    ranch_connection_max: int = 0
+    max_connections_per_address: int = 0
+    consumer_max_per_channel: int = 0
+    management: ManagementLimits = field(default_factory=ManagementLimits)
     write_buffer_limit: int = 4 * 1024 * 1024
     disk_free_limit: int = 50_000_000
     disk_free_limit_relative: float | None = None
     tls: TLSConfig | None = None
+    #: the stream-protocol listener (``[stream]``, :mod:`.stream_config`)
+    stream: StreamConfig = field(default_factory=StreamConfig)
     loopback_users: list[str] = field(default_factory=lambda: ["guest"])
     handshake_timeout: int = 10000
     rabbitmq_version: str = DEFAULT_VERSION
@@ -360,7 +454,8 @@ def _toml_load(path: Path) -> dict[str, Any]:
 
 
 _INT_KEYS = ("frame_max", "channel_max", "heartbeat", "memory_high_watermark",
-             "max_message_size", "max_connections", "write_buffer_limit", "handshake_timeout")
+             "max_message_size", "max_connections", "write_buffer_limit", "handshake_timeout",
+             "ranch_connection_max", "max_connections_per_address", "consumer_max_per_channel")
 
 
 def _tls_from_toml(path: str | Path, t: Any) -> TLSConfig:
@@ -421,6 +516,9 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
     if path is not None:
         data = _toml_load(Path(path))
         b = data.get("broker", {})
+        if "connection_max" in b:   # RabbitMQ's older name of max_connections
+            b = {**b, "max_connections": b["connection_max"]}
+            b.pop("connection_max")
         if "rabbitmq_version" in b:
             try:
                 cfg.set_version(str(b["rabbitmq_version"]))
@@ -451,6 +549,10 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> BrokerConfi
             raise ConfigError(f"{path}: [broker] frame_max must be >= 4096 (AMQP frame-min-size), got {cfg.frame_max}")
         if "tls" in data:
             cfg.tls = _tls_from_toml(path, data["tls"])
+        if "management" in data:
+            cfg.management = _management_from_toml(path, data["management"])
+        if "stream" in data:
+            cfg.stream = stream_from_toml(path, data["stream"], ConfigError)
         if "users" in data:
             cfg.users = {}
             for u in data["users"]:

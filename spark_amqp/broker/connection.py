@@ -23,7 +23,8 @@ Connection lifecycle (0-9-1 spec §4.2.2 and the connection class; RabbitMQ 3.10
   open (unknown vhost or no permission → 530 NOT_ALLOWED, as RabbitMQ);
 - limits before authentication: frames before tune-ok carry at most 4096 bytes
   (``initial_frame_max``, caps start-ok), and the handshake must reach open-ok within
-  ``handshake_timeout`` (10 s) or the socket is dropped;
+  ``handshake_timeout`` (10 s) or the socket is dropped (the listener guard's deadline,
+  :mod:`.listener_guard`, with the connection limits of every listener);
 - a message above ``max_message_size`` is read and dropped, then its channel is closed with
   406 PRECONDITION_FAILED (RabbitMQ 3.10 ``rabbit_channel:check_msg_size``);
 - a connection method out of order: 504 CHANNEL_ERROR (the state machine's rule; RabbitMQ
@@ -66,6 +67,7 @@ from ..protocol.connection import AMQPConnection, ConnectionState, Role
 from ..protocol.server_frames import method_frame
 from .auth import MECHANISMS, AuthFailure, authenticate, check_loopback
 from .channel import HANDLERS, Channel
+from .listener_guard import UNGUARDED
 from .message import route_enc
 from .rules import check_permission
 
@@ -115,7 +117,12 @@ _PHASE = {
 
 
 class AMQPServerProtocol(asyncio.Protocol):
-    """One client connection. ``broker`` is the owning :class:`~.server.Broker`."""
+    """One client connection. ``broker`` is the owning :class:`~.server.Broker`.
+
+    ``admission``: the listener guard's :class:`~.listener_guard.Admission` of the socket (its
+    handshake deadline ends at connection.open-ok); a no-op without a guard."""
+
+    admission = UNGUARDED
 
     def __init__(self, broker):
         self.broker = broker
@@ -176,16 +183,8 @@ class AMQPServerProtocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self.broker.config.write_buffer_limit)
         self.broker.connections.add(self)
         log.info("accepting AMQP connection from %s", self.peer)
-        # RabbitMQ's handshake_timeout: until connection.open-ok, then heartbeats take over
-        timeout = self.broker.config.handshake_timeout
-        if timeout:
-            self._hb_timer = self.loop.call_later(timeout / 1000.0, self._handshake_timeout)
-
-    def _handshake_timeout(self) -> None:
-        if self.sm.state is not _OPEN and not self.closed:
-            log.warning("closing connection %s: handshake not finished within %g s (handshake_timeout)",
-                        self.peer, self.broker.config.handshake_timeout / 1000.0)
-            self._abort()
+        # RabbitMQ's handshake_timeout is the listener guard's (Broker.listen): it runs until
+        # connection.open-ok (self.admission.handshake_done()), then heartbeats take over
 
     def connection_lost(self, exc) -> None:
         if self.user is not None and self.state not in ("closed", "closing"):
@@ -508,9 +507,7 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.vhost = v
             self.perm = perm
             self.send_method(0, spec.Connection.OpenOk())
-            if self._hb_timer is not None:
-                self._hb_timer.cancel()
-                self._hb_timer = None
+            self.admission.handshake_done()
             self._arm_heartbeat(time.monotonic())
             log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return

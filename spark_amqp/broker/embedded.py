@@ -14,6 +14,12 @@ See :mod:`.config` and https://www.rabbitmq.com/docs/ssl.
 Version: ``EmbeddedBroker(rabbitmq_version="3.10")`` behaves like RabbitMQ 3.10.8 instead of
 4.3, the default (the differences: :mod:`.versions`, docs/broker/rabbitmq-versions.md).
 
+Stream protocol: ``EmbeddedBroker(stream_port=0)`` (a free port) or ``stream_port=5552`` also
+serves RabbitMQ's stream protocol (its ``rabbitmq_stream`` plugin) over the same stream queues
+that AMQP 0-9-1 clients declare and read (:mod:`.stream_connection`); ``b.stream_url`` is
+``rabbitmq-stream://guest:guest@127.0.0.1:<port>/%2F``. With TLS, ``stream_tls_port=0`` adds
+the TLS stream listener (``b.stream_tls_url``, ``rabbitmq-stream+tls://``).
+
 Management: ``EmbeddedBroker(management=True)`` (a free port) or ``management=15672`` also
 serves RabbitMQ's management HTTP API, ``/metrics`` and a web page on the broker's loop
 (:mod:`spark_amqp.management`); ``b.management_url`` is ``http://127.0.0.1:<port>/``.
@@ -50,9 +56,13 @@ class EmbeddedBroker:
         rabbitmq_version: ``"4.3"`` or ``"3.10"``: the RabbitMQ release to behave like;
             None (default) = the config's ``rabbitmq_version`` (itself "4.3" by default). A
             given ``config`` object is copied, not changed.
+        stream_port: serve the stream protocol on this port (0: a free one); None (default):
+            the config's ``[stream] listeners.tcp.1`` if any, else no stream listener.
+        stream_tls_port: with TLS, the TLS stream listener's port (0: a free one); None
+            (default): the config's ``listeners.ssl.1`` if any, else none.
 
     Attributes: ``port`` (int, after start), ``url`` (str), ``tls_port`` / ``tls_url`` (with
-    TLS), ``management_port`` / ``management_url`` (with management), ``broker`` (the core object; only touch it from the broker thread).
+    TLS), ``stream_port`` / ``stream_url`` (with the stream listener), ``management_port`` / ``management_url`` (with management), ``broker`` (the core object; only touch it from the broker thread).
 
     Raises :class:`~.server.PortInUseError` / :class:`~.server.BrokerError` from :meth:`start`,
     :class:`~.config.ConfigError` when the TLS certificate, key or CA files cannot be loaded.
@@ -61,7 +71,8 @@ class EmbeddedBroker:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, data_dir: str | Path | None = None,
                  config: BrokerConfig | str | Path | None = None, *, tls: TLSConfig | None = None,
                  tls_port: int = 0, management: bool | int | None = None,
-                 rabbitmq_version: str | None = None):
+                 rabbitmq_version: str | None = None, stream_port: int | None = None,
+                 stream_tls_port: int | None = None):
         self.host = host
         self.port = port
         self.data_dir = str(data_dir) if data_dir is not None else None
@@ -76,6 +87,8 @@ class EmbeddedBroker:
         self.tls_port = tls_port
         self.management_port: int | None = (None if management is None or management is False
                                             else 0 if management is True else int(management))
+        self.stream_port = stream_port if stream_port is not None else self.config.stream.port
+        self.stream_tls_port = stream_tls_port if stream_tls_port is not None else self.config.stream.tls_port
         self.broker: Broker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -111,6 +124,23 @@ class EmbeddedBroker:
         return self._uri("amqps", self.tls_port)
 
     @property
+    def stream_url(self) -> str:
+        """``rabbitmq-stream://user:password@host:stream_port/%2F`` (the scheme of RabbitMQ's
+        stream clients). Raises :class:`BrokerError` when there is no stream listener."""
+        if self.stream_port is None:
+            raise BrokerError("the embedded broker has no stream listener; pass stream_port=0 (a free port) "
+                              "or stream_port=5552")
+        return self._uri("rabbitmq-stream", self.stream_port)
+
+    @property
+    def stream_tls_url(self) -> str:
+        """``rabbitmq-stream+tls://...`` of the TLS stream listener (add the TLS query
+        parameters, as for :attr:`tls_url`). Raises :class:`BrokerError` without one."""
+        if self.stream_tls_port is None or self.tls is None:
+            raise BrokerError("the embedded broker has no TLS stream listener; pass tls=... and stream_tls_port=0")
+        return self._uri("rabbitmq-stream+tls", self.stream_tls_port)
+
+    @property
     def management_url(self) -> str:
         """``http://host:port/`` of the management API and web page. Raises
         :class:`BrokerError` when the broker is not running or was started without it."""
@@ -136,6 +166,10 @@ class EmbeddedBroker:
                 self.port = await self.broker.listen(self.host, self.port)
                 if self.tls is not None:
                     self.tls_port = await self.broker.listen(self.host, self.tls_port, self.tls)
+                if self.stream_port is not None:
+                    self.stream_port = await self.broker.listen_stream(self.host, self.stream_port)
+                if self.stream_tls_port is not None and self.tls is not None:
+                    self.stream_tls_port = await self.broker.listen_stream(self.host, self.stream_tls_port, self.tls)
                 if self.management_port is not None:
                     from ..management import start_management
                     host = "127.0.0.1" if self.host == "localhost" else self.host
@@ -195,4 +229,6 @@ class EmbeddedBroker:
         state = f"port {self.port}" if self.broker is not None else "stopped"
         if self.broker is not None and self.tls is not None:
             state += f", amqps port {self.tls_port}"
+        if self.broker is not None and self.stream_port is not None:
+            state += f", stream port {self.stream_port}"
         return f"<EmbeddedBroker {self.host} {state} data_dir={self.data_dir!r}>"

@@ -21,6 +21,14 @@ the operation; the API maps it to RabbitMQ's HTTP answer (``management/http.py``
   and ``check_msg_size``).
 - :func:`alarm_reason`: whether a resource alarm (memory, disk) stops publishers now; AMQP
   publishers are blocked (connection.blocked), the API refuses the publish.
+- :func:`check_consumer_max`: ``consumer_max_per_channel`` (RabbitMQ 4.x; 530 NOT_ALLOWED).
+- :func:`check_name`, :func:`check_routing_key`, :func:`check_arguments` (issue 41): names
+  and routing keys are AMQP short strings, at most 255 bytes (0-9-1 §4.2.5.3; RabbitMQ's HTTP
+  answer "queue should be less than 255 bytes, actually was 300"), and arguments nest at most
+  ``protocol.values.MAX_DEPTH`` (64) levels, the codec's limit. The AMQP codec enforces all
+  three on the wire; the management API (declares, bindings, publish, definitions) reaches the
+  broker core without it, so the core checks them (before: a 300-byte queue name was taken, a
+  long routing key was a 500, and arguments 900 deep broke every list with a RecursionError).
 
 Source: RabbitMQ 3.10 ``rabbit_channel.erl``, ``rabbit_access_control.erl``,
 https://www.rabbitmq.com/docs/access-control.
@@ -30,9 +38,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.errors import AccessRefused, PreconditionFailed, ResourceError, ResourceLocked
+from ..protocol.errors import AccessRefused, NotAllowed, PreconditionFailed, ResourceError, ResourceLocked
+from ..protocol.values import MAX_DEPTH
 
-__all__ = ["alarm_reason", "check_binding", "check_exchange_declare", "check_exclusive",
+__all__ = ["alarm_reason", "check_arguments", "check_binding", "check_consumer_max", "check_name",
+           "check_routing_key", "check_exchange_declare", "check_exclusive",
            "check_permission", "check_publish", "check_publish_alarm", "check_queue_declare",
            "DEFAULT_EXCHANGE_RESOURCE"]
 
@@ -136,3 +146,59 @@ def check_publish_alarm(broker, cid: int = 60, mid: int = 40) -> None:
     if reason is not None:
         raise ResourceError(f"publishing is blocked by a resource alarm ({reason}); retry when it clears",
                             cid, mid)
+
+
+#: bytes of an AMQP short string: names of queues, exchanges and vhosts, routing keys
+MAX_SHORTSTR = 255
+
+
+def check_name(what: str, name: str, cid: int = 0, mid: int = 0) -> None:
+    """``name`` of a ``what`` ("queue", "exchange", "vhost") must be a string of at most 255
+    bytes in UTF-8. Raises 406 :class:`PreconditionFailed` with RabbitMQ's text
+    (``rabbit_parameter_validation``): "queue should be less than 255 bytes, actually was 300"."""
+    if not isinstance(name, str):
+        raise PreconditionFailed(f"{what} name must be a string, got {type(name).__name__}", cid, mid)
+    n = len(name.encode("utf-8", "surrogatepass"))
+    if n > MAX_SHORTSTR:
+        raise PreconditionFailed(f"{what} should be less than {MAX_SHORTSTR} bytes, actually was {n}", cid, mid)
+
+
+def check_routing_key(routing_key: str, cid: int = 0, mid: int = 0) -> None:
+    """A routing key is a string of at most 255 bytes (an AMQP short string). Raises 406
+    :class:`PreconditionFailed` ("routing key should be less than 255 bytes, actually was 300")."""
+    check_name("routing key", routing_key, cid, mid)
+
+
+def _depth(value, limit: int) -> bool:
+    """True when ``value`` nests tables/arrays (dicts, lists, tuples) deeper than ``limit``."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, (list, tuple)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in v)
+    return False
+
+
+def check_arguments(arguments, what: str = "arguments", cid: int = 0, mid: int = 0) -> None:
+    """``arguments`` (a field table) must nest at most ``MAX_DEPTH`` (64) tables and arrays,
+    the AMQP codec's limit. Raises 406 :class:`PreconditionFailed`."""
+    if arguments and _depth(arguments, MAX_DEPTH):
+        raise PreconditionFailed(f"{what} nested deeper than {MAX_DEPTH} levels (the limit of AMQP field tables)",
+                                 cid, mid)
+
+
+def check_consumer_max(config, consumers: int, cid: int = 60, mid: int = 20) -> None:
+    """basic.consume on a channel that has ``consumers`` consumers already: beyond
+    ``config.consumer_max_per_channel`` (0 = no limit, RabbitMQ's default ``infinity``) a
+    connection error 530 NOT_ALLOWED "reached maximum (N) of consumers per channel", as
+    RabbitMQ 4.x (``rabbit_channel`` handle_method basic.consume, ``protocol_error(not_allowed,
+    ...)``)."""
+    limit = config.consumer_max_per_channel
+    if limit and consumers >= limit:
+        raise NotAllowed(f"reached maximum ({limit}) of consumers per channel", cid, mid)

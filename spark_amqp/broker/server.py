@@ -26,7 +26,6 @@ import errno
 import logging
 import os
 import signal
-import ssl
 import time
 from typing import Callable
 
@@ -36,6 +35,7 @@ from .connection import AMQPServerProtocol
 from .errors import BrokerError, PortInUseError
 from .exchange import Exchange
 from .exposure import exposure_warnings
+from .listener_guard import ListenerGuards
 from .message import Message, route_enc
 from .stats import BrokerStats
 from .store import MemoryStore, SqliteStore, StoreError
@@ -128,6 +128,8 @@ class Broker:
         self.data_dir = data_dir or self.config.data_dir
         self.vhosts: dict[str, VHost] = {v: VHost(self, v) for v in self.config.vhosts}
         self.connections: set[AMQPServerProtocol] = set()
+        #: stream-protocol connections (:mod:`.stream_connection`)
+        self.stream_connections: set = set()
         #: connections closed by their client whose socket the client has not closed yet
         self.lingering: set[AMQPServerProtocol] = set()
         self.mem_used = 0
@@ -146,6 +148,8 @@ class Broker:
         self._warned: set[str] = set()  # exposure warnings already logged
         self.pending_streams: dict[int, object] = {}   # streams with messages not yet in a chunk
         self.stats = BrokerStats()
+        #: the accept policy of every listener: connection limits, handshake deadlines
+        self.guards = ListenerGuards(self.loop, self.config.max_connections_per_address)
         #: the management HTTP server when started (spark_amqp.management), else None
         self.management = None
         if self.data_dir:
@@ -345,7 +349,7 @@ class Broker:
         if blocked == self.blocked:
             return
         self.blocked = blocked
-        for c in list(self.connections):
+        for c in list(self.connections) + list(self.stream_connections):
             if blocked:
                 if c.published:
                     c.block()
@@ -420,17 +424,40 @@ class Broker:
         Raises :class:`PortInUseError` when the port is taken, :class:`BrokerError` otherwise,
         :class:`~.config.ConfigError` when the TLS certificate/key/CA files cannot be loaded.
         """
+        if tls is not None:
+            return await self._listen(lambda: TLSServerProtocol(self, tls), host, port, tls,
+                                      "AMQP 0-9-1 over TLS (amqps)", "--tls-port", "amqps")
+        return await self._listen(lambda: AMQPServerProtocol(self), host, port, None, "AMQP 0-9-1", "--port", "amqp")
+
+    async def listen_stream(self, host: str = "127.0.0.1", port: int = 0, tls: TLSConfig | None = None) -> int:
+        """Start a stream-protocol listener (RabbitMQ's ``rabbitmq_stream``, port 5552;
+        :mod:`.stream_connection`); with ``tls`` over TLS (RabbitMQ's 5551) with the broker's
+        TLS settings. Returns the bound port. Raises as :meth:`listen`."""
+        from .stream_connection import StreamServerProtocol
+
+        if tls is not None:
+            return await self._listen(lambda: StreamServerProtocol(self, tls), host, port, tls,
+                                      "the stream protocol over TLS", "--stream-tls-port", "stream+tls")
+        return await self._listen(lambda: StreamServerProtocol(self), host, port, None, "the stream protocol",
+                                  "--stream-port", "stream")
+
+    async def _listen(self, factory: Callable, host: str, port: int, tls: TLSConfig | None, what: str, opt: str,
+                      name: str) -> int:
+        """A listener of ``factory``'s protocol behind the listener guard (connection limits
+        and handshake_timeout: listener_guard.py), over TLS with ``tls``."""
+        extra: dict = {}
+        if tls is not None:
+            extra = {"ssl": tls.ssl_context(), "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
+        guard = self.guards.listener(name, max_connections=self.config.ranch_connection_max,
+                                     handshake_timeout=self.config.handshake_timeout / 1000.0)
+        return await self._bind(guard.protocol_factory(factory), host, port, extra, what, opt, tls is not None)
+
+    async def _bind(self, factory: Callable, host: str, port: int, extra: dict, what: str, opt: str,
+                    tls: bool) -> int:
+        """Listen with ``factory`` on ``host`` (``localhost``: 127.0.0.1 and ::1) and ``port``
+        (0: a free one); returns the bound port (see :meth:`listen`)."""
         hosts = ["127.0.0.1", "::1"] if host == "localhost" else [host]
         bound = port
-        if tls is not None:
-            ctx: ssl.SSLContext = tls.ssl_context()
-            factory: Callable[[], AMQPServerProtocol] = lambda: TLSServerProtocol(self, tls)
-            extra: dict = {"ssl": ctx, "ssl_handshake_timeout": _TLS_HANDSHAKE_TIMEOUT}
-            what, opt = "AMQP 0-9-1 over TLS (amqps)", "--tls-port"
-        else:
-            factory = lambda: AMQPServerProtocol(self)  # noqa: E731
-            extra = {}
-            what, opt = "AMQP 0-9-1", "--port"
         first = len(self.servers)
         for i, h in enumerate(hosts):
             try:
@@ -449,7 +476,7 @@ class Broker:
         for srv in self.servers[first:]:
             for s in srv.sockets:
                 log.info("listening for %s on %s", what, s.getsockname()[:2])
-                for w in exposure_warnings(self.config, *s.getsockname()[:2], tls=tls is not None):
+                for w in exposure_warnings(self.config, *s.getsockname()[:2], tls=tls):
                     # a user's warning once (not again for the TLS listener), others per listener
                     key = w.split(": ", 1)[1] if "user '" in w else w
                     if key not in self._warned:
@@ -466,15 +493,15 @@ class Broker:
             await self.management.stop()
         for srv in self.servers:
             srv.close()
-        for c in list(self.connections):
+        for c in list(self.connections) + list(self.stream_connections):
             try:
                 c.close_by_server()
             except Exception:  # pragma: no cover
                 pass
         deadline = time.monotonic() + 1.0
-        while self.connections and time.monotonic() < deadline:
+        while (self.connections or self.stream_connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        for c in list(self.connections) + list(self.lingering):
+        for c in list(self.connections) + list(self.lingering) + list(self.stream_connections):
             c._abort()
         for srv in self.servers:
             try:
@@ -494,13 +521,15 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
           config_path: str | None = None, *, tls_port: int | None = None,
           tls_certfile: str | None = None, tls_keyfile: str | None = None,
           management_port: int | None = None, management_host: str | None = None,
-          rabbitmq_version: str | None = None) -> None:
+          rabbitmq_version: str | None = None, stream_port: int | None = None) -> None:
     """Run a broker until SIGINT/SIGTERM (blocking). Logs to the ``spark_amqp.broker`` logger.
 
     ``management_port``: also serve the management API there, on ``management_host``
     (default: ``host``; a loopback address keeps it local while ``host`` exposes AMQP).
     ``rabbitmq_version`` ("3.10"/"4.3") overrides the config's ``rabbitmq_version``
-    (:mod:`.versions`; default: the config's, else "4.3").
+    (:mod:`.versions`; default: the config's, else "4.3"). ``stream_port``: also serve the
+    stream protocol there (default: the config's ``[stream] listeners.tcp.1``, else none; its
+    ``listeners.ssl.1`` adds a TLS stream listener with the ``[tls]`` certificate).
 
     A TLS (amqps) listener is added when the config file has a ``[tls]`` section or
     ``tls_certfile`` is given (``tls_certfile``/``tls_keyfile`` override the file's certfile /
@@ -534,6 +563,10 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
         try:
             bound = await broker.listen(host, port)
             tls_bound = await broker.listen(host, tls.port, tls) if tls is not None else None
+            sport = stream_port if stream_port is not None else config.stream.port
+            stream_bound = await broker.listen_stream(host, sport) if sport is not None else None
+            if config.stream.tls_port is not None and tls is not None:
+                await broker.listen_stream(host, config.stream.tls_port, tls)
             if management_port is not None:
                 from ..management import start_management
                 mhost = host if management_host is None else management_host
@@ -545,9 +578,10 @@ def serve(host: str = "127.0.0.1", port: int = 5672, data_dir: str | None = None
                 srv.close()
             broker.store.close()
             raise
-        log.info("spark-amqp broker ready on %s:%d%s (data_dir=%s, behaves like RabbitMQ %s)", host, bound,
-                 f", amqps on port {tls_bound}" if tls_bound is not None else "", data_dir or "in memory",
-                 config.rabbitmq_version)
+        log.info("spark-amqp broker ready on %s:%d%s%s (data_dir=%s, behaves like RabbitMQ %s)", host, bound,
+                 f", amqps on port {tls_bound}" if tls_bound is not None else "",
+                 f", stream protocol on port {stream_bound}" if stream_bound is not None else "",
+                 data_dir or "in memory", config.rabbitmq_version)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:

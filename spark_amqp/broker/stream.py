@@ -1,40 +1,51 @@
-"""Stream queues (``x-queue-type=stream``): an append-only, replayable log served over AMQP 0-9-1.
+"""The log of a stream queue: AMQP 1.0 messages in osiris chunks, whichever protocol wrote them.
 
-Semantics follow RabbitMQ 3.10.8 (``rabbit_stream_queue.erl``, osiris ``osiris_log.erl``, docs
-"Streams"; facts and observations in /work/shared/reference/rabbitmq-streams-over-0-9-1.md):
+Semantics follow RabbitMQ (osiris ``osiris_log.erl``, ``osiris_writer.erl``;
+``rabbit_stream_queue.erl``; facts in /work/shared/reference/rabbitmq-streams-over-0-9-1.md):
 
-- every stored message gets the next offset, from 0; offsets never change;
-- messages are stored in *chunks* (here: what reached the stream during one event-loop tick,
-  at most :data:`CHUNK_MAX_MESSAGES` messages / :data:`CHUNK_MAX_BYTES` bytes), chunks in
-  *segments* of at most ``x-stream-max-segment-size-bytes`` bytes;
-- retention (``x-max-length-bytes``, ``x-max-age``) drops whole old segments, checked when a
-  new segment starts, and always keeps the segment being written;
-- a consumer reads from its own position (consumer argument ``x-stream-offset``), gets the
-  header ``x-stream-offset`` (AMQP long) on every delivery, and is limited by its prefetch;
-  acks only return credit; nothing is ever requeued, nothing removed by consumers.
+- every record gets the next offset, from 0; offsets never change. A chunk's first offset is
+  its *chunk id*; a chunk holds *entries* (a simple entry is one AMQP 1.0 message, a
+  sub-batch entry from a stream-protocol publisher holds several records, maybe compressed);
+- chunks have a type: *user* (messages; a trailer carries the dedup sequences of the
+  publishers that wrote into it), *tracking delta* (offsets stored by consumers, written when
+  a write batch has no messages: it takes an offset, as on RabbitMQ, where two
+  ``StoreOffset`` between publishes make the next message's offset jump by two) and
+  *tracking snapshot* (the whole tracking state, first in each new segment so retention
+  cannot lose it; it takes an offset too). Readers see user chunks only;
+- what reached the stream during one event-loop tick is one write batch: at most
+  :data:`CHUNK_MAX_MESSAGES` records / :data:`CHUNK_MAX_BYTES` bytes per chunk;
+- chunks live in *segments* of at most ``x-stream-max-segment-size-bytes`` bytes; retention
+  (``x-max-length-bytes``, ``x-max-age``) drops whole old segments when a new one starts,
+  always keeping the one being written;
+- deduplication (osiris ``is_duplicate/4``): a record written with a publisher reference and
+  a sequence not above the last one stored for that reference is dropped (:meth:`StreamLog.is_duplicate`).
 
-**Storage.** With a data directory, segment files live in
-``DATA_DIR/streams/<vhost>/<stream>/<first offset, 20 digits>.segment`` (names URL-quoted). A
-segment is a sequence of chunk records::
+**Storage** (version 2; :data:`SEGMENT_MAGIC`). With a data directory, segment files are
+``DATA_DIR/streams/<vhost>/<stream>/<first offset, 20 digits>.segment`` (names URL-quoted),
+each ``OSIL`` + version 1 (u32) and then chunks exactly in osiris's format::
 
-    crc32 (u32, of everything after it) | payload length (u32) | first offset (u64)
-    | message count (u32) | timestamp in ms (u64) | payload
+    magic 5 / version 0 (u8) | type (u8) | entries (u16) | records (u32) | timestamp ms (i64)
+    | epoch (u64) | chunk id (u64) | data CRC-32 (u32) | data length (u32) | trailer length (u32)
+    | bloom size (u8) | reserved (3) | bloom | data (entries) | trailer (tracking entries)
 
-and the payload is, per message, ``enc length (u16) | props length (u32) | body length (u32)
-| enc | props | body`` (``enc`` = exchange and routing key as two AMQP short strings,
-``props`` = the publisher's raw content-header properties). Chunks are written with
-``os.write`` in the event loop (page cache) and fsynced by the store's writer thread in the
-batch whose ticket the publisher confirms wait for (see :mod:`.store`), so a confirmed message
-survives ``kill -9`` and a power cut. At start the segments are scanned, CRCs checked, and a
-torn tail (a chunk not completely written) is cut off; the in-memory index (one entry per
-chunk) is rebuilt. Reads use ``os.pread``; the last decoded chunks are cached. Without a data
-directory the segments are in-memory byte arrays with the same layout.
+so a stream-protocol subscriber is sent the stored header and data as they are. A chunk is
+written with ``os.pwrite`` in the event loop and fsynced by the store's writer thread in the
+batch the publisher confirms wait for (:mod:`.store`). At start the segments are scanned: a
+chunk whose id is not the expected next offset, whose size runs past the file or whose data
+CRC is wrong is a torn or corrupt tail and is cut off; the chunk index and the tracking state
+(publisher sequences, stored offsets) are rebuilt. Segments of version 1 (before issue 38:
+chunks of 0-9-1 messages, no file magic) are converted at start with the broker's 0-9-1 to
+AMQP 1.0 conversion, same offsets and chunk boundaries (:meth:`StreamLog._migrate_v1`).
+Without a data directory, segments are in-memory byte arrays with the same layout.
 
 **Filtering** (RabbitMQ 3.13+, the 4.3 mode; :mod:`.stream_filter`): with ``filter_bytes``
-set, each chunk's Bloom filter is built when the chunk is written and kept in the chunk
-index (``c_filter``); it is derived data, rebuilt from the payload when the segments are
-scanned at start, so the segment format is the same in both modes. :meth:`StreamLog.read_chunks_filtered`
-skips a chunk whose filter cannot match without reading it.
+set, each user chunk with filter values gets a Bloom filter of that many bytes, stored in
+its bloom field and kept in the chunk index (``c_filter``); :meth:`StreamLog.read_chunks`
+with a matcher skips a chunk whose filter cannot match without reading it.
+
+**0-9-1 readers** read a *view* of a chunk (:meth:`StreamLog.read_chunks`' ``view``): the
+queue converts the AMQP 1.0 entries to 0-9-1 (``stream_queue.py``) once per chunk read; the
+last views are cached.
 """
 
 from __future__ import annotations
@@ -50,11 +61,9 @@ from bisect import bisect_right
 from collections import OrderedDict
 from urllib.parse import quote
 
-from ..protocol import compiled
-
-
-__all__ = ["StreamLog", "parse_max_age", "add_offset_header", "offset_header_split", "CHUNK_MAX_MESSAGES",
-           "CHUNK_MAX_BYTES", "DEFAULT_SEGMENT_BYTES", "MAX_SEGMENT_BYTES"]
+__all__ = ["StreamLog", "parse_max_age", "CHUNK_MAX_MESSAGES", "CHUNK_MAX_BYTES", "DEFAULT_SEGMENT_BYTES",
+           "MAX_SEGMENT_BYTES", "CHUNK_USER", "CHUNK_TRK_DELTA", "CHUNK_TRK_SNAPSHOT", "SEGMENT_MAGIC",
+           "CHUNK_HEADER_SIZE", "simple_entry", "records_view"]
 
 log = logging.getLogger("spark_amqp.broker.stream")
 
@@ -62,7 +71,9 @@ log = logging.getLogger("spark_amqp.broker.stream")
 DEFAULT_SEGMENT_BYTES = 500_000_000
 #: Above this ``x-stream-max-segment-size-bytes`` RabbitMQ 3.10 refuses the declare (406).
 MAX_SEGMENT_BYTES = 3_000_000_000
-#: A chunk holds at most this many messages / payload bytes (a tick's publishes may make several).
+#: osiris's other segment limit: at most this many chunks per segment.
+MAX_SEGMENT_CHUNKS = 256_000
+#: A chunk holds at most this many records / entry bytes (a tick's writes may make several).
 #: 128 KiB, not 1 MiB: a tail probe (``x-stream-offset: last``) receives the whole last chunk,
 #: so the Spark source's driver received 1.21-1.35% of a stream's bytes with 1 MiB and
 #: 0.35-0.39% with 128 KiB, the stream reads as fast (issue 31; bench source --streams 1 and
@@ -70,13 +81,22 @@ MAX_SEGMENT_BYTES = 3_000_000_000
 CHUNK_MAX_MESSAGES = 4096
 CHUNK_MAX_BYTES = 1 << 17
 
-_HDR = struct.Struct(">IIQIQ")          # crc, payload length, first offset, count, timestamp ms
-_HDR_TAIL = struct.Struct(">IQIQ")      # the part the crc covers before the payload
-_ENT = struct.Struct(">HII")
-_ENT_SIZE = _ENT.size
-_HDR_SIZE = _HDR.size
+CHUNK_USER, CHUNK_TRK_DELTA, CHUNK_TRK_SNAPSHOT = 0, 1, 2
+#: the first bytes of a segment file of this format: osiris's log magic and version 1
+SEGMENT_MAGIC = b"OSIL\x00\x00\x00\x01"
+_MAGIC_VERSION = 0x50                    # chunk magic 5, chunk format version 0 (osiris.hrl)
+_CHUNK = struct.Struct(">BBHIqQQIIIB3x")  # the 48-byte chunk header (osiris_log.erl)
+CHUNK_HEADER_SIZE = _CHUNK.size
+_EPOCH = 1
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_SEQ = struct.Struct(">QQ")
 _CACHE_CHUNKS = 16
-_FILTER_HEADER = b"x-stream-filter-value"   # stream_filter.FILTER_VALUE_HEADER
+_TRK_SEQUENCE, _TRK_OFFSET = 0, 1
+
+# version 1 (before issue 38): chunk records of 0-9-1 messages
+_V1_HDR = struct.Struct(">IIQIQ")
+_V1_ENT = struct.Struct(">HII")
 
 # ``x-max-age`` units (RabbitMQ docs "Streams": Y, M, D, h, m, s; M = 30 days, Y = 365 days)
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
@@ -97,84 +117,60 @@ def parse_max_age(value) -> float | None:
     return int(m.group(1)) * _AGE_UNITS[m.group(2)]
 
 
-# ---------------------------------------------------------------------------------- properties
-
-_F_HEADERS = 1 << 13
-_F_CT = 1 << 15
-_F_CE = 1 << 14
-_OFFSET_KEY = b"\x0fx-stream-offset" + b"l"
-_Q = struct.Struct(">q")
-_U32 = struct.Struct(">I")
+def simple_entry(message: bytes) -> bytes:
+    """The osiris simple entry of one record: ``0`` + 31-bit size, then the bytes."""
+    return _U32.pack(len(message)) + message
 
 
-def offset_header_split(props_raw: bytes) -> tuple[bytes, bytes]:
-    """``(before, after)``: ``before + <offset as 8-byte signed big-endian> + after`` is
-    ``props_raw`` (content-header property flags + values, 0-9-1 §4.2.6.1) with the header
-    ``x-stream-offset`` (AMQP ``l``) added at the end of its headers table (created when
-    absent). Byte splicing only; a publisher's own ``x-stream-offset`` header stays before
-    ours (decoders keep the last). The split depends only on ``props_raw``, so a run of
-    messages with the same properties reuses it."""
-    if len(props_raw) < 2:
-        props_raw = b"\x00\x00"
-    flags = (props_raw[0] << 8) | props_raw[1]
-    if flags & 1:
-        # a second flags word (never sent by real clients): re-encode
-        from ..protocol.properties import decode_properties
-        from ..protocol.values import Typed
-        p = decode_properties(props_raw, 0, len(props_raw))
-        h = {k: v for k, v in (p.headers or {}).items() if k != "x-stream-offset"}
-        h["x-stream-offset"] = Typed("l", 0)
-        p.headers = h
-        raw = p.encode()
-        i = raw.rindex(_OFFSET_KEY) + len(_OFFSET_KEY)
-        return raw[:i], raw[i + 8:]
-    pos = 2
-    if flags & _F_CT:
-        pos += 1 + props_raw[pos]
-    if flags & _F_CE:
-        pos += 1 + props_raw[pos]
-    grow = len(_OFFSET_KEY) + 8
-    if flags & _F_HEADERS:
-        n = _U32.unpack_from(props_raw, pos)[0]
-        end = pos + 4 + n
-        return (b"".join((props_raw[:pos], _U32.pack(n + grow), props_raw[pos + 4:end], _OFFSET_KEY)),
-                props_raw[end:])
-    flags |= _F_HEADERS
-    return (b"".join((bytes(((flags >> 8) & 0xFF, flags & 0xFF)), props_raw[2:pos], _U32.pack(grow),
-                      _OFFSET_KEY)), props_raw[pos:])
-
-
-def add_offset_header(props_raw: bytes, offset: int) -> bytes:
-    """``props_raw`` with the header ``x-stream-offset`` = ``offset`` (AMQP ``l``, signed
-    64-bit) added (see :func:`offset_header_split`)."""
-    before, after = offset_header_split(props_raw)
-    return before + _Q.pack(offset) + after
-
-
-def split_entries(data: bytes, pos: int, count: int) -> list:
-    """The ``count`` entries of a chunk record's payload from ``data[pos:]``: a list of
-    ``(enc, props_raw, body)`` bytes (each entry: ``_ENT`` = u16 + u32 + u32 lengths, then the
-    three values). ``struct.error`` when an entry header runs past the end. The compiled twin
-    (``split_records`` of ``broker/_stream_records.pyx``, used when built) gives equal values
-    and makes equal consecutive ``enc`` / ``props_raw`` one object, so the delivery writer's
-    comparisons are identity checks."""
+def records_view(data: bytes, chunk_id: int) -> list:
+    """The plainest view of a user chunk's data (:meth:`StreamLog.view`): one run of the
+    records' bytes (a sub-batch's records split when uncompressed, else the whole entry)."""
     out = []
-    unpack = _ENT.unpack_from
-    add = out.append
-    for _ in range(count):
-        el, pl, bl = unpack(data, pos)
-        pos += _ENT_SIZE
-        a = pos + el
-        b = a + pl
-        c = b + bl
-        add((data[pos:a], data[a:b], data[b:c]))
-        pos = c
-    return out
+    p, end = 0, len(data)
+    while p < end:
+        head = _U32.unpack_from(data, p)[0]
+        if head & 0x80000000:
+            flags, records, _, size = struct.unpack_from(">BHII", data, p)
+            q, stop = p + 11, p + 11 + size
+            if (flags >> 4) & 7:
+                out.extend([bytes(data[p:stop])] * records)
+            else:
+                for _ in range(records):
+                    n = _U32.unpack_from(data, q)[0] & 0x7FFFFFFF
+                    out.append(bytes(data[q + 4:q + 4 + n]))
+                    q += 4 + n
+            p = stop
+            continue
+        out.append(bytes(data[p + 4:p + 4 + head]))
+        p += 4 + head
+    return [(chunk_id, out)]
 
 
-_STREAM_RECORDS = compiled.twin("spark_amqp.broker._stream_records")
-#: the compiled :func:`split_entries` (None: pure Python), see ``_stream_records.pyx``
-_split_records = _STREAM_RECORDS.split_records if _STREAM_RECORDS is not None else None
+def _tracking_bytes(writers: dict, offsets: dict) -> bytes:
+    """Tracking entries (osiris_log.erl "Tracking format"): per publisher reference
+    ``0 | id size | id | chunk id (u64) | sequence (u64)``, per consumer reference
+    ``1 | id size | id | offset (u64)``."""
+    out = bytearray()
+    for ref, (chunk_id, seq) in writers.items():
+        out += bytes((_TRK_SEQUENCE, len(ref))) + ref + _SEQ.pack(chunk_id, seq)
+    for ref, off in offsets.items():
+        out += bytes((_TRK_OFFSET, len(ref))) + ref + _U64.pack(off)
+    return bytes(out)
+
+
+def _parse_tracking(data, pos: int, end: int, writers: dict, offsets: dict) -> None:
+    while pos + 2 <= end:
+        kind, n = data[pos], data[pos + 1]
+        ref = bytes(data[pos + 2:pos + 2 + n])
+        pos += 2 + n
+        if kind == _TRK_SEQUENCE:
+            writers[ref] = _SEQ.unpack_from(data, pos)
+            pos += 16
+        elif kind == _TRK_OFFSET:
+            offsets[ref] = _U64.unpack_from(data, pos)[0]
+            pos += 8
+        else:
+            pos += 8            # a timestamp tracking entry (osiris 1.8+): not used here
 
 
 # ---------------------------------------------------------------------------------- segments
@@ -182,7 +178,7 @@ _split_records = _STREAM_RECORDS.split_records if _STREAM_RECORDS is not None el
 class _Segment:
     """One segment: a file (``path`` set) or an in-memory byte array; ``size`` bytes used."""
 
-    __slots__ = ("first", "path", "fd", "buf", "size", "last_ts")
+    __slots__ = ("first", "path", "fd", "buf", "size", "last_ts", "chunks")
 
     def __init__(self, first: int, path: str | None):
         self.first = first
@@ -191,11 +187,15 @@ class _Segment:
         self.buf = None
         self.size = 0
         self.last_ts = 0
+        self.chunks = 0
         if path is None:
-            self.buf = bytearray()
+            self.buf = bytearray(SEGMENT_MAGIC)
+            self.size = len(SEGMENT_MAGIC)
         else:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             self.size = os.fstat(self.fd).st_size
+            if self.size == 0:
+                self.append(SEGMENT_MAGIC)
 
     def append(self, data: bytes) -> int:
         pos = self.size
@@ -240,23 +240,26 @@ class _Segment:
 
 
 class StreamLog:
-    """The log of one stream: segments of chunks, an index of chunks, retention.
+    """The log of one stream: segments of osiris chunks, an index of chunks, tracking, retention.
 
     Args:
         directory: where the segment files go, or None for an in-memory log.
         max_segment_bytes: a new segment starts when the current one would grow past this.
         max_bytes: ``x-max-length-bytes`` (None = unlimited).
         max_age: ``x-max-age`` in seconds (None = unlimited).
-        filter_bytes: ``x-stream-filter-size-bytes`` (16..255): build a Bloom filter per
-            chunk (:mod:`.stream_filter`); None = no filters (RabbitMQ 3.10 has none).
+        filter_bytes: ``x-stream-filter-size-bytes`` (16..255): a Bloom filter per chunk
+            (:mod:`.stream_filter`); None = no filters (RabbitMQ 3.10 has none).
+        convert_v1: ``(exchange, routing key, properties bytes, body) -> AMQP 1.0 bytes``, to
+            convert the segments of storage version 1 found in ``directory`` (None: refuse them).
 
-    Offsets: ``first`` (first retained offset), ``next`` (offset the next message gets);
-    ``next - first`` messages are retained. Raises OSError when the directory is unusable.
+    Offsets: ``first`` (first retained offset), ``next`` (offset the next record gets);
+    ``next - first`` offsets are retained (tracking chunks take offsets too). Raises OSError
+    when the directory is unusable, ValueError for version-1 segments without ``convert_v1``.
     """
 
     def __init__(self, directory: str | None, max_segment_bytes: int = DEFAULT_SEGMENT_BYTES,
                  max_bytes: int | None = None, max_age: float | None = None,
-                 filter_bytes: int | None = None):
+                 filter_bytes: int | None = None, convert_v1=None):
         self.directory = directory
         self.max_segment_bytes = max(1, max_segment_bytes)
         self.max_bytes = max_bytes
@@ -268,19 +271,31 @@ class StreamLog:
         # the chunk index: parallel lists from ``head`` on (retention advances head)
         self.c_first: list[int] = []
         self.c_seg: list[_Segment] = []
-        self.c_pos: list[int] = []
-        self.c_len: list[int] = []
-        self.c_count: list[int] = []
+        self.c_pos: list[int] = []      # the chunk's header in its segment
+        self.c_len: list[int] = []      # header + bloom + data + trailer
+        self.c_data: list[int] = []     # data length
+        self.c_count: list[int] = []    # records
         self.c_ts: list[int] = []
+        self.c_type: list[int] = []
         self.c_filter: list[int] = []   # Bloom filter per chunk (0: empty / no filtering)
         self.head = 0
         self.next = 0
         self.bytes = 0               # retained bytes (segment sizes)
-        self.pending: list = []      # (enc, props_raw, body) not yet in a chunk
+        #: entries waiting for the next chunk: (entry bytes, records, filter value or None)
+        self.pending: list = []
+        self.pending_records = 0
+        #: tracking not yet written: publisher sequences (ref -> seq), stored offsets (ref -> offset)
+        self.pending_writers: dict = {}
+        self.pending_offsets: dict = {}
+        #: tracking state: publisher reference -> (chunk id, sequence); consumer reference -> offset
+        self.writers: dict = {}
+        self.offsets: dict = {}
         self.unsynced: set = set()   # segments written since the last fsync
+        self._fresh = None           # a segment just started: the next chunk goes in it
         self._cache: OrderedDict = OrderedDict()
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
+            self._migrate_v1(convert_v1)
             self._load()
 
     # ------------------------------------------------------------------ paths / recovery
@@ -292,33 +307,47 @@ class StreamLog:
     def _seg_path(self, first: int) -> str:
         return os.path.join(self.directory, f"{first:020d}.segment")
 
+    def _segment_names(self) -> list[str]:
+        return sorted(n for n in os.listdir(self.directory) if n.endswith(".segment"))
+
     def _load(self) -> None:
-        names = sorted(n for n in os.listdir(self.directory) if n.endswith(".segment"))
+        names = self._segment_names()
+        expected = None
         for i, n in enumerate(names):
             try:
                 first = int(n.split(".")[0])
             except ValueError:
                 continue
             seg = _Segment(first, os.path.join(self.directory, n))
-            pos = 0
-            good = 0
-            while pos + _HDR_SIZE <= seg.size:
-                hdr = seg.read(pos, _HDR_SIZE)
-                crc, plen, cfirst, count, ts = _HDR.unpack(hdr)
-                if pos + _HDR_SIZE + plen > seg.size:
+            pos = len(SEGMENT_MAGIC)
+            good = pos if seg.read(0, len(SEGMENT_MAGIC)) == SEGMENT_MAGIC else 0
+            if expected is None:
+                expected = first
+            while good and pos + CHUNK_HEADER_SIZE <= seg.size:
+                hdr = seg.read(pos, CHUNK_HEADER_SIZE)
+                (mv, ctype, entries, records, ts, _epoch, chunk_id, crc, dlen, tlen,
+                 blen) = _CHUNK.unpack(hdr)
+                total = CHUNK_HEADER_SIZE + blen + dlen + tlen
+                if mv != _MAGIC_VERSION or ctype > 2 or chunk_id != expected or pos + total > seg.size:
                     break
-                payload = seg.read(pos + _HDR_SIZE, plen)
-                if zlib.crc32(payload, zlib.crc32(hdr[4:])) != crc:
+                body = seg.read(pos + CHUNK_HEADER_SIZE, blen + dlen + tlen)
+                if zlib.crc32(body[blen:blen + dlen]) != crc:
                     break
-                self._index(cfirst, seg, pos, _HDR_SIZE + plen, count, ts,
-                            self._payload_filter(payload, count))
-                pos += _HDR_SIZE + plen
+                self._index(chunk_id, seg, pos, total, dlen, records, ts, ctype,
+                            int.from_bytes(body[:blen], "big") if blen else 0)
+                self._track(ctype, body, blen, dlen, tlen)
+                pos += total
                 good = pos
+                expected = chunk_id + records
             if good < seg.size:
                 log.warning("stream segment %s: cutting %d bytes of a torn or corrupt tail at byte %d",
-                            seg.path, seg.size - good, good)
-                seg.truncate(good)
-            if good == 0 and i < len(names) - 1:
+                            seg.path, seg.size - max(good, len(SEGMENT_MAGIC)), good)
+                if good == 0:
+                    seg.truncate(0)
+                    seg.append(SEGMENT_MAGIC)
+                else:
+                    seg.truncate(good)
+            if seg.chunks == 0 and i < len(names) - 1:
                 seg.remove()
                 continue
             self.segments.append(seg)
@@ -328,31 +357,86 @@ class StreamLog:
         elif self.segments:
             self.next = self.segments[-1].first
 
-    def _payload_filter(self, payload: bytes, count: int) -> int:
-        """The Bloom filter of a chunk's payload (0 without filtering)."""
-        if self.filter_bytes is None:
-            return 0
-        from .stream_filter import ChunkFilterBuilder
+    def _track(self, ctype: int, body: bytes, blen: int, dlen: int, tlen: int) -> None:
+        """Rebuild the tracking state from a chunk read at start."""
+        if ctype == CHUNK_USER:
+            if tlen:
+                _parse_tracking(body, blen + dlen, blen + dlen + tlen, self.writers, self.offsets)
+            return
+        if ctype == CHUNK_TRK_SNAPSHOT:
+            self.writers.clear()
+            self.offsets.clear()
+        # one simple entry holding tracking entries
+        p = blen
+        n = _U32.unpack_from(body, p)[0] & 0x7FFFFFFF
+        _parse_tracking(body, p + 4, p + 4 + n, self.writers, self.offsets)
 
-        b = ChunkFilterBuilder(self.filter_bytes)
-        pos = 0
-        for _ in range(count):
-            el, pl, bl = _ENT.unpack_from(payload, pos)
-            a = pos + _ENT_SIZE + el
-            b.add(payload[a:a + pl])
-            pos = a + pl + bl
-        return b.value()
+    def _migrate_v1(self, convert_v1) -> None:
+        """Convert the segments of storage version 1 (no file magic; chunk records
+        ``crc | length | first | count | ts`` of 0-9-1 entries ``(enc, props, body)``) to this
+        format, with the same offsets and chunk boundaries, then replace them."""
+        names = self._segment_names()
+        old = []
+        for n in names:
+            with open(os.path.join(self.directory, n), "rb") as f:
+                head = f.read(len(SEGMENT_MAGIC))
+            if head and head != SEGMENT_MAGIC:
+                old.append(n)
+        if not old:
+            return
+        if convert_v1 is None:
+            raise ValueError(f"stream {self.directory}: segments of storage version 1 and no conversion "
+                             f"to convert them with")
+        log.warning("stream %s: converting %d segment(s) of storage version 1 to AMQP 1.0 messages",
+                    self.directory, len(old))
+        tmp = self.directory + ".v2-conversion"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        conv = StreamLog.__new__(StreamLog)
+        StreamLog.__init__(conv, None, self.max_segment_bytes)
+        conv.directory = tmp
+        for n in old:
+            with open(os.path.join(self.directory, n), "rb") as f:
+                data = f.read()
+            pos = 0
+            seg = _Segment(int(n.split(".")[0]), os.path.join(tmp, n))
+            while pos + _V1_HDR.size <= len(data):
+                crc, plen, first, count, ts = _V1_HDR.unpack_from(data, pos)
+                end = pos + _V1_HDR.size + plen
+                if end > len(data) or zlib.crc32(data[pos + _V1_HDR.size:end], zlib.crc32(data[pos + 4:pos + _V1_HDR.size])) != crc:
+                    break
+                p = pos + _V1_HDR.size
+                entries = []
+                for _ in range(count):
+                    el, pl, bl = _V1_ENT.unpack_from(data, p)
+                    p += _V1_ENT.size
+                    enc = data[p:p + el]
+                    props = data[p + el:p + el + pl]
+                    body = data[p + el + pl:p + el + pl + bl]
+                    p += el + pl + bl
+                    x = enc[1:1 + enc[0]].decode("utf-8", "replace")
+                    rk = enc[2 + enc[0]:].decode("utf-8", "replace")
+                    entries.append((simple_entry(convert_v1(x, rk, props, body)), 1, None))
+                seg.append(_chunk_bytes(CHUNK_USER, entries, first, ts, b"", 0))
+                pos = end
+            seg.close()
+        for n in old:
+            os.replace(os.path.join(tmp, n), os.path.join(self.directory, n))
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    def _index(self, first: int, seg: _Segment, pos: int, length: int, count: int, ts: int,
-               bloom: int = 0) -> None:
+    def _index(self, first: int, seg: _Segment, pos: int, length: int, dlen: int, count: int, ts: int,
+               ctype: int, bloom: int = 0) -> None:
         self.c_filter.append(bloom)
         self.c_first.append(first)
         self.c_seg.append(seg)
         self.c_pos.append(pos)
         self.c_len.append(length)
+        self.c_data.append(dlen)
         self.c_count.append(count)
         self.c_ts.append(ts)
+        self.c_type.append(ctype)
         seg.last_ts = ts
+        seg.chunks += 1
 
     # ------------------------------------------------------------------ offsets
     @property
@@ -362,87 +446,180 @@ class StreamLog:
 
     @property
     def end(self) -> int:
-        """The offset the next appended message gets, pending messages included."""
-        return self.next + len(self.pending)
+        """The offset the next appended record gets, pending records included."""
+        return self.next + self.pending_records
 
     @property
     def message_count(self) -> int:
         return self.end - self.first
 
     def last_chunk_start(self) -> int:
-        """First offset of the last chunk (``next`` when the log is empty)."""
-        return self.c_first[-1] if len(self.c_first) > self.head else self.next
+        """Id of the last user chunk (``next`` when there is none): offset spec ``last``."""
+        types = self.c_type
+        for i in range(len(types) - 1, self.head - 1, -1):
+            if types[i] == CHUNK_USER:
+                return self.c_first[i]
+        return self.next
 
     def offset_for_timestamp(self, ts_ms: int) -> int:
-        """First offset of the first chunk with a timestamp ≥ ``ts_ms`` (``next`` when none)."""
+        """Id of the first chunk with a timestamp ≥ ``ts_ms`` (``next`` when none)."""
         ts = self.c_ts
         for i in range(self.head, len(ts)):
             if ts[i] >= ts_ms:
                 return self.c_first[i]
         return self.next
 
+    def first_timestamp(self) -> int:
+        """The timestamp (ms) of the first retained chunk, 0 when empty."""
+        return self.c_ts[self.head] if self.head < len(self.c_ts) else 0
+
+    def last_user_chunk_id(self) -> int:
+        """Id of the last user chunk, -1 when there is none (committed chunk id)."""
+        types = self.c_type
+        for i in range(len(types) - 1, self.head - 1, -1):
+            if types[i] == CHUNK_USER:
+                return self.c_first[i]
+        return -1
+
     # ------------------------------------------------------------------ writing
-    def append(self, enc: bytes, props_raw: bytes, body: bytes) -> int:
-        """Queue one message for the next chunk; returns its offset."""
-        off = self.next + len(self.pending)
-        self.pending.append((enc, props_raw, body))
+    def append(self, message: bytes, filter_value: bytes | None = None) -> int:
+        """Queue one record (an AMQP 1.0 message) for the next chunk; returns its offset."""
+        off = self.next + self.pending_records
+        self.pending.append((simple_entry(message), 1, filter_value))
+        self.pending_records += 1
         return off
 
+    def append_entry(self, entry: bytes, records: int, filter_value: bytes | None = None) -> int:
+        """Queue one osiris entry as given (a simple entry, or a sub-batch of ``records``
+        records; its header included); returns the offset of its first record."""
+        n = self.pending_records
+        self.pending.append((entry, records, filter_value))
+        self.pending_records = n + records
+        return self.next + n
+
+    def is_duplicate(self, ref: bytes, seq: int) -> bool:
+        """Whether publisher ``ref``'s record ``seq`` is one already stored or queued
+        (osiris_writer ``is_duplicate/4``: ``seq`` not above the last tracked sequence)."""
+        last = self.writer_sequence(ref)
+        return last is not None and seq <= last
+
+    def track_writer(self, ref: bytes, seq: int) -> None:
+        """Record ``seq`` as publisher ``ref``'s last sequence (written in the next chunk's
+        trailer)."""
+        self.pending_writers[ref] = seq
+
+    def writer_sequence(self, ref: bytes) -> int | None:
+        """Publisher ``ref``'s last sequence (QueryPublisherSequence), None when unknown."""
+        s = self.pending_writers.get(ref)
+        if s is not None:
+            return s
+        w = self.writers.get(ref)
+        return None if w is None else w[1]
+
+    def store_offset(self, ref: bytes, offset: int) -> None:
+        """Store consumer ``ref``'s offset (written with the next write batch: in a user
+        chunk's trailer, or alone as a tracking delta chunk that takes an offset)."""
+        self.pending_offsets[ref] = offset
+
+    def query_offset(self, ref: bytes) -> int | None:
+        """Consumer ``ref``'s stored offset, None when none was stored."""
+        o = self.pending_offsets.get(ref)
+        return o if o is not None else self.offsets.get(ref)
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.pending or self.pending_offsets or self.pending_writers)
+
     def seal(self) -> bool:
-        """Write the pending messages as chunks; True when anything was written."""
-        if not self.pending:
+        """Write the pending records (and tracking) as chunks; True when anything was written.
+        As osiris_writer's batch: records in user chunks whose trailers carry the tracking;
+        tracking alone in a tracking delta chunk."""
+        if not self.has_pending:
             return False
         pend = self.pending
         self.pending = []
+        self.pending_records = 0
         ts = int(time.time() * 1000)
-        i = 0
-        n = len(pend)
-        pack = _ENT.pack
-        builder = None
-        if self.filter_bytes is not None:
-            from .stream_filter import ChunkFilterBuilder
+        writers, offsets = self.pending_writers, self.pending_offsets
+        self.pending_writers, self.pending_offsets = {}, {}
+        if not pend:
+            for ref, off in offsets.items():
+                self.offsets[ref] = off
+            entry = simple_entry(_tracking_bytes({}, offsets))
+            self._write_chunk(CHUNK_TRK_DELTA, [(entry, 1, None)], ts, b"")
+            return True
+        i, n = 0, len(pend)
         while i < n:
-            parts = []
-            size = 0
             j = i
-            if self.filter_bytes is not None:
-                builder = ChunkFilterBuilder(self.filter_bytes)
-            while j < n and j - i < CHUNK_MAX_MESSAGES and (size < CHUNK_MAX_BYTES or j == i):
-                enc, props, body = pend[j]
-                if builder is not None:
-                    if _FILTER_HEADER in props:
-                        builder.add(props)
-                    else:
-                        builder.unfiltered = True
-                parts.append(pack(len(enc), len(props), len(body)))
-                parts.append(enc)
-                parts.append(props)
-                parts.append(body)
-                size += _ENT_SIZE + len(enc) + len(props) + len(body)
+            size = records = 0
+            while j < n and records < CHUNK_MAX_MESSAGES and (size < CHUNK_MAX_BYTES or j == i):
+                e = pend[j]
+                size += len(e[0])
+                records += e[1]
                 j += 1
-            payload = b"".join(parts)
-            first = self.next
-            tail = _HDR_TAIL.pack(len(payload), first, j - i, ts)
-            crc = zlib.crc32(payload, zlib.crc32(tail))
-            record = _U32.pack(crc) + tail + payload
-            seg = self._segment_for(len(record))
-            pos = seg.append(record)
-            self.bytes += len(record)
-            self._index(first, seg, pos, len(record), j - i, ts,
-                        builder.value() if builder is not None else 0)
-            self.next = first + (j - i)
-            if seg.path is not None:
-                self.unsynced.add(seg)
+            trailer = b""
+            if j == n and (writers or offsets):
+                chunk_id = self._next_chunk_id_after_roll(size)
+                w = {ref: (chunk_id, seq) for ref, seq in writers.items()}
+                self.writers.update(w)
+                self.offsets.update(offsets)
+                trailer = _tracking_bytes(w, offsets)
+            self._write_chunk(CHUNK_USER, pend[i:j], ts, trailer, size, records)
             i = j
         return True
 
+    def _next_chunk_id_after_roll(self, size: int) -> int:
+        """The id the next chunk will get (a segment roll may write a snapshot before it)."""
+        self._segment_for(size)
+        return self.next
+
+    def _write_chunk(self, ctype: int, entries: list, ts: int, trailer: bytes, data_len: int = -1,
+                     count: int = -1) -> None:
+        bloom = 0
+        if ctype == CHUNK_USER and self.filter_bytes is not None:
+            from .stream_filter import ChunkFilterBuilder
+
+            builder = ChunkFilterBuilder(self.filter_bytes)
+            for _, _, fv in entries:
+                if fv is None:
+                    builder.unfiltered = True
+                else:
+                    builder.add_value(fv)
+            bloom = builder.value()
+        if data_len < 0:
+            data_len = sum(len(e[0]) for e in entries)
+            count = sum(e[1] for e in entries)
+        seg = self._segment_for(CHUNK_HEADER_SIZE + data_len + len(trailer))
+        blen = self.filter_bytes if bloom else 0
+        record = _chunk_bytes(ctype, entries, self.next, ts, trailer, blen, bloom, count)
+        pos = seg.append(record)
+        self._fresh = None
+        self.bytes += len(record)
+        self._index(self.next, seg, pos, len(record), data_len, count, ts, ctype, bloom)
+        self.next += count
+        if seg.path is not None:
+            self.unsynced.add(seg)
+
     def _segment_for(self, n: int) -> _Segment:
         segs = self.segments
-        if segs and (segs[-1].size == 0 or segs[-1].size + n <= self.max_segment_bytes):
+        if segs and (segs[-1].chunks == 0 or segs[-1] is self._fresh
+                     or (segs[-1].size + n <= self.max_segment_bytes and segs[-1].chunks < MAX_SEGMENT_CHUNKS)):
             return segs[-1]
         seg = _Segment(self.next, self._seg_path(self.next) if self.directory is not None else None)
         segs.append(seg)
+        self.bytes += seg.size
         self.apply_retention()
+        if self.writers or self.offsets:
+            # osiris_log:evaluate_tracking_snapshot/2: the tracking state first in a new segment
+            entry = simple_entry(_tracking_bytes(self.writers, self.offsets))
+            record = _chunk_bytes(CHUNK_TRK_SNAPSHOT, [(entry, 1, None)], self.next, int(time.time() * 1000), b"", 0)
+            pos = seg.append(record)
+            self.bytes += len(record)
+            self._index(self.next, seg, pos, len(record), len(entry), 1, int(time.time() * 1000), CHUNK_TRK_SNAPSHOT)
+            self.next += 1
+            if seg.path is not None:
+                self.unsynced.add(seg)
+        self._fresh = seg
         return seg
 
     def take_unsynced(self) -> list:
@@ -480,7 +657,7 @@ class StreamLog:
     def _compact(self) -> None:
         h = self.head
         if h > 1024 and h * 2 > len(self.c_first):
-            for name in ("c_first", "c_seg", "c_pos", "c_len", "c_count", "c_ts", "c_filter"):
+            for name in ("c_first", "c_seg", "c_pos", "c_len", "c_data", "c_count", "c_ts", "c_type", "c_filter"):
                 setattr(self, name, getattr(self, name)[h:])
             self.head = 0
 
@@ -489,76 +666,56 @@ class StreamLog:
         """Index (in the chunk lists) of the chunk holding ``offset`` (≥ ``first``, < ``next``)."""
         return bisect_right(self.c_first, offset, self.head) - 1
 
-    def read_chunk(self, i: int) -> tuple[int, list]:
-        """(first offset, [(enc, props_raw, body), ...]) of chunk ``i``."""
-        first = self.c_first[i]
-        cached = self._cache.get(first)
-        if cached is not None:
-            self._cache.move_to_end(first)
-            return first, cached
+    def chunk_header_and_data(self, i: int) -> tuple[bytes, bytes]:
+        """The stored 48-byte header and the data (entries) of chunk ``i``: what the stream
+        protocol delivers (osiris ``send_file``: header, then data without bloom or trailer)."""
         seg = self.c_seg[i]
-        data = seg.read(self.c_pos[i], self.c_len[i])
-        out = _split_records(data, _HDR_SIZE, self.c_count[i])  # compiled, when built
-        if out is None:
-            out = split_entries(data, _HDR_SIZE, self.c_count[i])
-        self._cache[first] = out
+        pos = self.c_pos[i]
+        raw = seg.read(pos, self.c_len[i])
+        blen = raw[44]
+        return raw[:CHUNK_HEADER_SIZE], raw[CHUNK_HEADER_SIZE + blen:CHUNK_HEADER_SIZE + blen + self.c_data[i]]
+
+    def chunk_data(self, i: int) -> bytes:
+        """The data (entries) of chunk ``i``."""
+        return self.chunk_header_and_data(i)[1]
+
+    def view(self, i: int, convert) -> list:
+        """``convert(chunk data, chunk id)`` of user chunk ``i`` (a list of runs
+        ``(first offset, [entry, ...])``); the last :data:`_CACHE_CHUNKS` views are kept."""
+        key = (self.c_first[i], convert)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        out = convert(self.chunk_data(i), key[0])
+        self._cache[key] = out
         if len(self._cache) > _CACHE_CHUNKS:
             self._cache.popitem(last=False)
-        return first, out
+        return out
 
-    def read(self, offset: int, limit: int) -> tuple[int, list]:
-        """Up to ``limit`` messages from ``offset`` on (sealed chunks only): (offset of the
-        first returned message, [(enc, props_raw, body), ...]). An offset below ``first``
-        reads from ``first``."""
+    def next_user_chunk(self, offset: int) -> int:
+        """Index of the first user chunk holding ``offset`` or after it (``len(c_first)``
+        when none)."""
         if offset < self.first:
             offset = self.first
-        if offset >= self.next or limit <= 0:
-            return offset, []
-        out: list = []
-        start = offset
+        if offset >= self.next:
+            return len(self.c_first)
         i = self.chunk_index(offset)
-        n = len(self.c_first)
-        while i < n and len(out) < limit:
-            cfirst, entries = self.read_chunk(i)
-            skip = offset - cfirst if offset > cfirst else 0
-            want = limit - len(out)
-            out.extend(entries[skip:skip + want])
-            offset = cfirst + len(entries)
+        types = self.c_type
+        n = len(types)
+        while i < n and types[i] != CHUNK_USER:
             i += 1
-        return start, out
+        return i
 
-    def read_chunks(self, offset: int, credit: int) -> tuple[int, list]:
-        """Whole chunks from the one holding ``offset`` (its messages below ``offset``
-        dropped) while fewer than ``credit`` messages were taken: (offset of the first
-        returned message, [(enc, props_raw, body), ...]). At least ``credit`` messages when
-        the log has them, possibly more (the rest of the last chunk taken): RabbitMQ 3.10.8
-        delivers a stream to an AMQP 0-9-1 consumer a chunk at a time while its credit is
-        above 0 (``rabbit_stream_queue:stream_entries/4``). An offset below ``first`` reads
-        from ``first``; nothing (``[]``) at or after ``next`` or when ``credit`` <= 0."""
-        if offset < self.first:
-            offset = self.first
-        if offset >= self.next or credit <= 0:
-            return offset, []
-        out: list = []
-        start = offset
-        i = self.chunk_index(offset)
-        n = len(self.c_first)
-        while i < n and len(out) < credit:
-            cfirst, entries = self.read_chunk(i)
-            out.extend(entries[offset - cfirst:] if offset > cfirst else entries)
-            offset = cfirst + len(entries)
-            i += 1
-        return start, out
-
-    def read_chunks_filtered(self, offset: int, credit: int, matcher) -> tuple[int, list]:
-        """:meth:`read_chunks` for a consumer with a stream filter (``matcher``, a
-        :class:`~.stream_filter.StreamMatcher`): chunks whose Bloom filter cannot match are
-        skipped unread (they take no credit), matching ones are read whole (the messages
-        below ``offset`` dropped) while fewer than ``credit`` messages were taken. Returns
-        (the offset after the last chunk examined, [(offset of a run's first message,
-        [(enc, props_raw, body), ...]), ...]): runs of consecutive offsets, one per chunk.
-        Source: osiris ``osiris_log:read_header0`` (skips a non-matching chunk and reads the
-        next header), ``rabbit_stream_queue:stream_entries/4``."""
+    def read_chunks(self, offset: int, credit: int, convert, matcher=None) -> tuple[int, list]:
+        """Whole user chunks from the one holding ``offset`` (its records below ``offset``
+        dropped) while fewer than ``credit`` records were taken; tracking chunks are skipped.
+        ``convert``: the view of a chunk (:meth:`view`). ``matcher`` (a
+        :class:`~.stream_filter.StreamMatcher`, or None): chunks whose Bloom filter cannot match
+        are skipped unread and take no credit. Returns (the offset after the last chunk
+        examined, [(offset of a run's first record, [entry, ...]), ...]). Source: RabbitMQ
+        3.10.8 ``rabbit_stream_queue:stream_entries/4`` (a chunk at a time while credit is
+        above 0), osiris ``read_header0`` (filter, chunk selector ``user_data``)."""
         if offset < self.first:
             offset = self.first
         if offset >= self.next or credit <= 0:
@@ -567,25 +724,32 @@ class StreamLog:
         taken = 0
         i = self.chunk_index(offset)
         n = len(self.c_first)
-        filters = self.c_filter
-        stats = self.filter_stats
-        match = matcher.matches
+        types = self.c_type
         while i < n and taken < credit:
-            if not match(filters[i]):
-                stats["chunks_skipped"] += 1
-                stats["bytes_skipped"] += self.c_len[i]
-                offset = self.c_first[i] + self.c_count[i]
+            cfirst = self.c_first[i]
+            nxt = cfirst + self.c_count[i]
+            if types[i] != CHUNK_USER:
+                offset = nxt
                 i += 1
                 continue
-            cfirst, entries = self.read_chunk(i)
-            stats["chunks_read"] += 1
-            if offset > cfirst:
-                entries = entries[offset - cfirst:]
-                runs.append((offset, entries))
-            else:
-                runs.append((cfirst, entries))
-            taken += len(entries)
-            offset = cfirst + self.c_count[i]
+            if matcher is not None:
+                if not matcher.matches(self.c_filter[i]):
+                    self.filter_stats["chunks_skipped"] += 1
+                    self.filter_stats["bytes_skipped"] += self.c_len[i]
+                    offset = nxt
+                    i += 1
+                    continue
+                self.filter_stats["chunks_read"] += 1
+            for start, entries in self.view(i, convert):
+                end = start + len(entries)
+                if end <= offset:
+                    continue
+                if start < offset:
+                    entries = entries[offset - start:]
+                    start = offset
+                runs.append((start, entries))
+                taken += len(entries)
+            offset = nxt
             i += 1
         return offset, runs
 
@@ -599,5 +763,19 @@ class StreamLog:
         self.close()
         self.segments = []
         self.pending = []
+        self.pending_records = 0
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _chunk_bytes(ctype: int, entries: list, chunk_id: int, ts: int, trailer: bytes, blen: int,
+                 bloom: int = 0, records: int = -1) -> bytes:
+    """An osiris chunk: header, bloom (``blen`` bytes of ``bloom``), data, trailer."""
+    data = b"".join([e[0] for e in entries])
+    if records < 0:
+        records = sum(e[1] for e in entries)
+    head = _CHUNK.pack(_MAGIC_VERSION, ctype, len(entries), records, ts, _EPOCH, chunk_id,
+                       zlib.crc32(data), len(data), len(trailer), blen)
+    if blen:
+        return head + bloom.to_bytes(blen, "big") + data + trailer
+    return head + data + trailer

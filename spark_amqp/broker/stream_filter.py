@@ -74,7 +74,8 @@ def filter_value_of(props_raw: bytes) -> bytes | None:
 
 
 class ChunkFilterBuilder:
-    """Builds one chunk's filter while its messages are added (``add(props_raw)``), then
+    """Builds one chunk's filter while its messages are added (``add(props_raw)`` or
+    ``add_value(filter value)``), then
     ``value()``: the filter as an int (bit i = position i; 0 = the empty filter)."""
 
     __slots__ = ("bits", "values", "unfiltered")
@@ -85,7 +86,11 @@ class ChunkFilterBuilder:
         self.unfiltered = False
 
     def add(self, props_raw: bytes) -> None:
-        v = filter_value_of(props_raw)
+        """Add a 0-9-1 message by its properties (its ``x-stream-filter-value`` header)."""
+        self.add_value(filter_value_of(props_raw))
+
+    def add_value(self, v: bytes | None) -> None:
+        """Add a message by its filter value (None: an unfiltered message)."""
         if v is None:
             self.unfiltered = True
         else:

@@ -37,13 +37,16 @@ import time
 from ..protocol.errors import AMQPNotImplemented, InternalError, PreconditionFailed
 from .queue import Queue
 from .stream import DEFAULT_SEGMENT_BYTES, MAX_SEGMENT_BYTES, StreamLog, parse_max_age
+from .stream_convert import StreamConversions
 from .stream_filter import DEFAULT_FILTER_BYTES, MAX_FILTER_BYTES, MIN_FILTER_BYTES, \
-    matcher_from_arguments
+    filter_value_of, matcher_from_arguments
 
 __all__ = ["StreamQueue", "StreamEntry", "resolve_offset", "DISPATCH_MAX"]
 
 #: At most this many messages go to one consumer per dispatch round.
 DISPATCH_MAX = 2048
+#: At most this many chunks go to one stream-protocol subscription per dispatch round.
+DISPATCH_CHUNKS = 8
 
 
 class StreamEntry:
@@ -232,12 +235,19 @@ class StreamQueue(Queue):
         self.arguments = args
         self.plain = False
         self.queue_type = "stream"
+        #: the 0-9-1 <-> AMQP 1.0 conversions of the broker's version (the log holds AMQP 1.0)
+        self.conv = StreamConversions(name, broker.config.behaviour.stream_conversion)
         directory = None
         if broker.data_dir and broker.store.durable:
             directory = StreamLog.directory_for(broker.data_dir, vhost.name, name)
         self.log = StreamLog(directory, seg if seg is not None else DEFAULT_SEGMENT_BYTES,
-                             max_bytes, max_age, filter_bytes)
+                             max_bytes, max_age, filter_bytes, convert_v1=self.conv.message)
         self.on_disk = directory is not None
+        #: stream-protocol subscriptions (broker/stream_connection.py Subscription) and publishers
+        self.subscribers: list = []
+        self.stream_publishers: set = set()
+        #: single active consumer groups: name -> subscriptions, the first one active
+        self.sac_groups: dict = {}
 
     # ------------------------------------------------------------------ counts
     @property
@@ -246,19 +256,29 @@ class StreamQueue(Queue):
 
     # ------------------------------------------------------------------ publishing
     def append(self, msg) -> int:
-        """Store ``msg`` at the next offset; returns the store ticket its confirm waits for."""
+        """Store 0-9-1 message ``msg`` at the next offset, as the AMQP 1.0 message RabbitMQ
+        stores (:class:`~.stream_convert.StreamConversions`); returns the store ticket its
+        confirm waits for. Raises InternalError (541) for a message the broker's version
+        cannot convert (RabbitMQ closes the publisher)."""
         enc = msg.enc
         if enc is None:
             from .message import route_enc
             enc = route_enc(msg.exchange, msg.routing_key)
-        pend = self.log.pending
-        pend.append((enc, msg.props_raw, msg.body))
+        props = msg.props_raw
+        entry = self.conv.entry(msg.exchange, msg.routing_key, enc, props, msg.body)
+        log = self.log
+        fv = filter_value_of(props) if log.filter_bytes is not None else None
+        log.append_entry(entry, 1, fv)
+        if log.pending_records == 1:
+            self.mark_pending()
+        return self.broker.store.current_ticket + 1 if self.on_disk else 0
+
+    def mark_pending(self) -> None:
+        """Have the log's pending records and tracking sealed into a chunk in this tick
+        (Broker._tick), before the store's batch, and the consumers served."""
         b = self.broker
-        if len(pend) == 1:
-            # sealed into a chunk in this tick (Broker._tick), before the store's batch
-            b.pending_streams[id(self)] = self
-            b.mark_queue(self)
-        return b.store.current_ticket + 1 if self.on_disk else 0
+        b.pending_streams[id(self)] = self
+        b.mark_queue(self)
 
     def enqueue(self, msg) -> None:
         self.append(msg)
@@ -298,6 +318,8 @@ class StreamQueue(Queue):
         n = self.log.message_count
         if self.deleted:
             self.broker.pending_streams.pop(id(self), None)
+            for conn in list(getattr(self.broker, "stream_connections", ())):
+                conn.stream_gone(self)
             self.log.destroy()
         return n
 
@@ -355,11 +377,12 @@ class StreamQueue(Queue):
         not ack learns where the log ended when it started (the driver's tail probe,
         spark/source/streams/probe.py, relies on it)."""
         log = self.log
-        if log.pending:
+        if log.has_pending:
             self.seal()
         nxt = log.next
         more = False
-        for c in self.consumers:
+        view = self.conv.view
+        for c in list(self.consumers):
             pos = c.stream_pos
             if pos >= nxt:
                 continue
@@ -374,16 +397,60 @@ class StreamQueue(Queue):
                 # is written (and its flow control seen) between them
                 credit = DISPATCH_MAX
                 more = True
-            matcher = c.stream_filter
-            if matcher is not None:
-                c.stream_pos, runs = log.read_chunks_filtered(pos, credit, matcher)
-                for start, entries in runs:
-                    ch.deliver_stream(c, entries, start, self)
+            try:
+                c.stream_pos, runs = log.read_chunks(pos, credit, view, c.stream_filter)
+            except InternalError as exc:
+                # RabbitMQ's channel crashes on a message it cannot convert: 541
+                ch.conn.connection_error(exc)
                 continue
-            start, entries = log.read_chunks(pos, credit)
-            if not entries:
-                continue
-            c.stream_pos = start + len(entries)
-            ch.deliver_stream(c, entries, start, self)
+            for start, entries in runs:
+                ch.deliver_stream(c, entries, start, self)
+        if self.subscribers and self._serve_subscribers(log):
+            more = True
         if more:
             self.broker.mark_queue(self)
+
+    def _serve_subscribers(self, log) -> bool:
+        """Send stream-protocol subscriptions the chunks their credit allows (one credit per
+        chunk, PROTOCOL.adoc "Credit"; user chunks only, whole, from the one holding the
+        subscription's position: ``rabbit_stream_reader:send_chunks``). Returns whether a
+        subscription stopped at :data:`DISPATCH_CHUNKS` with more to send."""
+        more = False
+        types = log.c_type
+        firsts = log.c_first
+        counts = log.c_count
+        n = len(firsts)
+        for sub in list(self.subscribers):
+            conn = sub.conn
+            if conn.closed or not conn.writable or not sub.active:
+                continue
+            credit = conn.sm.credits.get(sub.id, 0)
+            if credit <= 0 or sub.pos >= log.next:
+                continue
+            i = log.next_user_chunk(sub.pos)
+            sent = 0
+            matcher = sub.matcher
+            while credit > 0 and i < n:
+                if types[i] != 0:
+                    i += 1
+                    continue
+                end = firsts[i] + counts[i]
+                if matcher is not None and not matcher.matches(log.c_filter[i]):
+                    log.filter_stats["chunks_skipped"] += 1
+                    sub.pos = end
+                    i += 1
+                    continue
+                if sent >= DISPATCH_CHUNKS:
+                    more = True
+                    break
+                header, data = log.chunk_header_and_data(i)
+                conn.deliver(sub, header, data)
+                # management's figures as rabbit_stream_reader's send_file_callback: entries
+                # sent, and the first offset of the last chunk sent
+                sub.consumed += (header[2] << 8) | header[3]
+                sub.offset = firsts[i]
+                sub.pos = end
+                credit -= 1
+                sent += 1
+                i += 1
+        return more

@@ -42,6 +42,10 @@ stream_filtering                False   True    rabbit_stream_queue ``filter_spe
                                                 osiris ``osiris_bloom.erl`` (3.13+); 3.10.8
                                                 ignores x-stream-filter* (tried: every message
                                                 delivered, any filter size accepted)
+stream_conversion               3.10    4.3     how 0-9-1 messages are stored in a stream as
+                                                AMQP 1.0 and read back: 3.10.8
+                                                ``rabbit_msg_record.erl``; 4.3 ``mc_amqpl.erl``
+                                                / ``mc_amqp.erl`` (protocol/amqp10/convert.py)
 ==============================  ======  ======  ================================================
 
 Not modelled (no such feature in the embedded broker in either mode): policies (so 4.x
@@ -74,7 +78,9 @@ class Behaviour:
     (whether a published message's own x-death header is continued when it is dead-lettered);
     ``stream_filtering`` (whether streams keep a Bloom filter per chunk and honour the
     consumer arguments ``x-stream-filter``/``x-stream-match-unfiltered``, and the declare
-    argument ``x-stream-filter-size-bytes`` is checked; :mod:`.stream_filter`).
+    argument ``x-stream-filter-size-bytes`` is checked; :mod:`.stream_filter`);
+    ``stream_conversion`` ("3.10"/"4.3": the 0-9-1 <-> AMQP 1.0 conversions of stream
+    messages, :mod:`.stream_convert`).
     """
 
     version: str
@@ -88,17 +94,20 @@ class Behaviour:
     classic_queue_v1: bool
     interpret_published_x_death: bool
     stream_filtering: bool = False
+    stream_conversion: str = "4.3"
 
 
 BEHAVIOURS: dict[str, Behaviour] = {
     "3.10": Behaviour("3.10", max_message_size=128 * MiB, min_frame_max=4096, initial_frame_max=4096,
                       quorum_delivery_limit=None, requeue_counts_delivery=True, global_qos=True,
                       transient_nonexcl_queues=True, classic_queue_v1=True,
-                      interpret_published_x_death=True, stream_filtering=False),
+                      interpret_published_x_death=True, stream_filtering=False,
+                      stream_conversion="3.10"),
     "4.3": Behaviour("4.3", max_message_size=16 * MiB, min_frame_max=8192, initial_frame_max=8192,
                      quorum_delivery_limit=20, requeue_counts_delivery=False, global_qos=False,
                      transient_nonexcl_queues=False, classic_queue_v1=False,
-                     interpret_published_x_death=False, stream_filtering=True),
+                     interpret_published_x_death=False, stream_filtering=True,
+                     stream_conversion="4.3"),
 }
 VERSIONS = tuple(BEHAVIOURS)
 #: the newest modelled release: what users run

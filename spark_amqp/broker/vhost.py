@@ -22,7 +22,7 @@ from ..protocol.values import Typed
 from .exchange import EXCHANGE_TYPES, Binding, Exchange, check_binding_arguments
 from .message import Message, route_enc
 from .queue import Queue
-from .rules import check_exclusive
+from .rules import check_arguments, check_exclusive, check_name, check_routing_key
 from .stream_queue import STREAM_EQUIV_ARGS, StreamQueue, check_stream_declare
 from .versions import transient_nonexcl_denied_text
 
@@ -74,6 +74,7 @@ class VHost:
         """exchange.declare; raises 404 (passive, missing), 403 (``amq.`` prefix), 406
         (inequivalent), 503 (unknown type, a connection error in RabbitMQ 3.10)."""
         cid, mid = 40, 10
+        check_name("exchange", name, cid, mid)
         x = self.exchanges.get(name)
         if name == "":
             # RabbitMQ 3.10: every declare of the default exchange, even passive, is refused
@@ -105,6 +106,7 @@ class VHost:
             return x
         if name.startswith("amq."):
             raise AccessRefused(f"exchange name '{name}' contains reserved prefix 'amq.*'", cid, mid)
+        check_arguments(arguments, "exchange arguments", cid, mid)
         x = Exchange(self, name, type_, durable, auto_delete, internal, arguments)
         self.exchanges[name] = x
         if durable:
@@ -152,6 +154,7 @@ class VHost:
                       auto_delete: bool, arguments: dict, server_named: bool = False) -> Queue:
         """queue.declare; returns the queue (new or existing). Raises 404/403/405/406."""
         cid, mid = 50, 10
+        check_name("queue", name, cid, mid)
         if passive:
             q = self.get_queue(name, conn, cid, mid)
             q.touch()
@@ -194,6 +197,7 @@ class VHost:
             q.touch()
             return q
         args = arguments or {}
+        check_arguments(args, "queue arguments", cid, mid)
         qt = args.get("x-queue-type")
         if isinstance(qt, bytes):
             qt = qt.decode()
@@ -248,7 +252,10 @@ class VHost:
 
     # ------------------------------------------------------------------ bindings
     def bind(self, source: Exchange, destination: Any, routing_key: str, arguments: dict) -> None:
-        """Add a binding (duplicates are ignored); 406 for invalid headers arguments."""
+        """Add a binding (duplicates are ignored); 406 for invalid headers arguments, a
+        routing key over 255 bytes or arguments nested too deep (:mod:`.rules`)."""
+        check_routing_key(routing_key)
+        check_arguments(arguments, "binding arguments")
         check_binding_arguments(source.type, arguments)
         b = Binding(source, destination, routing_key, arguments or {})
         if source.add_binding(b):

@@ -5,7 +5,9 @@ stderr and, with ``--log-file``, to that file too (appended; RabbitMQ logs to a 
 default, https://www.rabbitmq.com/docs/logging). The data directory (``--data-dir``, else the
 config's ``data_dir``) is logged at start, and so is its creation when it did not exist.
 Without ``--config`` the built-in defaults apply (user guest/guest, vhost ``/``, the limits
-of the ``broker.toml`` that ``spark-amqp conf`` writes). ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitMQ's
+of the ``broker.toml`` that ``spark-amqp conf`` writes). ``--stream-port`` adds a stream-protocol
+listener (RabbitMQ's ``rabbitmq_stream``, ``stream.listeners.tcp.1``; ``[stream]`` in the config
+file). ``--tls-cert/--tls-key/--tls-port`` add an amqps (TLS) listener (RabbitMQ's
 ``listeners.ssl.default``); verification of client certificates is configured in the
 ``[tls]`` section of ``--config``. A port that is already bound, a broker that cannot start
 and a bad config file each give a one-line ``Error: ...`` and exit status 1 (as
@@ -49,6 +51,9 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
               default=None, help="PEM private key of --tls-cert (omit when the certificate file holds it).")
 @click.option("--tls-port", type=click.IntRange(0, 65535), default=None,
               help="TLS (amqps) port [default: the config's [tls] port, else 5671].")
+@click.option("--stream-port", type=click.IntRange(0, 65535), default=None,
+              help="Also serve RabbitMQ's stream protocol on this port (RabbitMQ's is 5552; 0 = any free "
+                   "port) [default: the config's [stream] listeners.tcp.1, else none].")
 @click.option("--management-port", type=click.IntRange(0, 65535), default=None,
               help="Also serve RabbitMQ's management HTTP API, /metrics and a web page on this port "
                    "(RabbitMQ's is 15672; 0 = any free port).")
@@ -63,7 +68,7 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
-           tls_cert: Path | None, tls_key: Path | None, tls_port: int | None,
+           tls_cert: Path | None, tls_key: Path | None, tls_port: int | None, stream_port: int | None,
            management_port: int | None, management_host: str | None, rabbitmq_version: str | None,
            log_file: Path | None,
            verbose: bool) -> None:
@@ -75,6 +80,7 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
     and EXTERNAL login are set in the config file's [tls]. `broker hash-password` makes a
     password_hash for the config file's [[users]].
     With --management-port, http://HOST:PORT/ is a web page and /api RabbitMQ's management API.
+    With --stream-port, stream clients connect with rabbitmq-stream://guest:guest@HOST:PORT/%2F.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -118,7 +124,7 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
               str(config_path) if config_path else None, tls_port=tls_port,
               tls_certfile=str(tls_cert) if tls_cert else None,
               tls_keyfile=str(tls_key) if tls_key else None, management_port=management_port,
-              management_host=management_host, rabbitmq_version=rabbitmq_version)
+              management_host=management_host, rabbitmq_version=rabbitmq_version, stream_port=stream_port)
     except KeyboardInterrupt:
         pass
     except ImportError as exc:  # the management API without the broker extra: one line

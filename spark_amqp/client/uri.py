@@ -51,11 +51,11 @@ from __future__ import annotations
 import dataclasses
 import re
 import ssl
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-__all__ = ["ConnectionParameters", "parse_uri", "parse_addresses", "format_address",
-           "redact_uri", "DEFAULT_URI"]
+__all__ = ["ConnectionParameters", "parse_uri", "parse_uri_as", "parse_addresses",
+           "format_address", "redact_uri", "parse_bool", "DEFAULT_URI"]
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 _MECHANISMS = ("PLAIN", "EXTERNAL", "AMQPLAIN")
@@ -92,6 +92,12 @@ class ConnectionParameters:
         True: a new random order per connection), failover_timeout (float **seconds**, default
         0 = one round over the addresses; the URI gives milliseconds).
     """
+
+    #: URI schemes (plain, TLS) and default ports (plain, TLS) of this kind of parameters
+    SCHEMES: ClassVar[tuple] = ("amqp", "amqps")
+    DEFAULT_PORTS: ClassVar[tuple] = (5672, 5671)
+    #: auth mechanisms this client speaks
+    MECHANISMS: ClassVar[tuple] = _MECHANISMS
 
     host: str = "127.0.0.1"
     port: int = 5672
@@ -141,9 +147,9 @@ class ConnectionParameters:
             self.auth_mechanisms = (self.auth_mechanisms,)
         mechs = tuple(m.upper() for m in self.auth_mechanisms)
         for m in mechs:
-            if m not in _MECHANISMS:
+            if m not in self.MECHANISMS:
                 raise ValueError(f"auth_mechanism {m!r} is not supported; use one of "
-                                 f"{', '.join(x.lower() for x in _MECHANISMS)}")
+                                 f"{', '.join(x.lower() for x in self.MECHANISMS)}")
         if not mechs:
             raise ValueError("auth_mechanisms is empty")
         self.auth_mechanisms = mechs
@@ -151,7 +157,7 @@ class ConnectionParameters:
             raise ValueError(f"verify must be 'verify_peer' or 'verify_none', got {self.verify!r}")
         if not float(self.failover_timeout) >= 0:
             raise ValueError(f"failover_timeout must be >= 0 seconds, got {self.failover_timeout}")
-        default_port = 5671 if self.tls else 5672
+        default_port = self.DEFAULT_PORTS[1] if self.tls else self.DEFAULT_PORTS[0]
         if isinstance(self.addresses, str):
             self.addresses = parse_addresses(self.addresses, default_port)
         else:
@@ -219,7 +225,7 @@ class ConnectionParameters:
     def redacted_uri(self, all_addresses: bool = False) -> str:
         """The URI without the password, for logs and error messages: with the address in
         use (``host``/``port``), or every address when ``all_addresses``."""
-        scheme = "amqps" if self.tls else "amqp"
+        scheme = self.SCHEMES[1] if self.tls else self.SCHEMES[0]
         from urllib.parse import quote
         hosts = ",".join(format_address(h, p) for h, p in (
             self.address_list() if all_addresses else [(self.host, self.port)]))
@@ -277,6 +283,13 @@ def parse_addresses(text: str, default_port: int = 5672) -> tuple:
     return tuple(out)
 
 
+def parse_bool(key: str, value: str, what: str = "AMQP URI") -> bool:
+    """A URI query parameter's boolean (true/false, 1/0, yes/no); ``ValueError`` otherwise."""
+    if value.lower() not in _BOOLEANS:
+        raise ValueError(f"query parameter {key}={value!r} in {what} must be true or false")
+    return _BOOLEANS[value.lower()]
+
+
 def redact_uri(uri: str) -> str:
     """``uri`` (any string, parsable or not) with its password replaced by ``***``, for error
     messages and logs; a URI without a password is returned unchanged."""
@@ -290,25 +303,35 @@ def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:
     :class:`ConnectionParameters`, e.g. ``heartbeat=5``) win over the URI.
     Raises ``ValueError`` for another scheme, a bad port/number or an unknown query parameter.
     """
-    uri = DEFAULT_URI if uri is None else uri
+    return parse_uri_as(ConnectionParameters, DEFAULT_URI if uri is None else uri, **overrides)
+
+
+def parse_uri_as(cls: type, uri: str, extra: dict | None = None, **overrides: Any):
+    """:func:`parse_uri` for another parameters class ``cls`` (a subclass of
+    :class:`ConnectionParameters` with its own ``SCHEMES``, ``DEFAULT_PORTS``, fields): the
+    same syntax and query parameters, plus ``extra`` (``{name: converter}``: query parameters
+    of that class, each value converted by its function, which raises ``ValueError``)."""
+    what = "AMQP URI" if cls is ConnectionParameters else f"{cls.SCHEMES[0]} URI"
     try:
         parts = urlsplit(uri)
     except ValueError as exc:  # e.g. an unclosed [ of an IPv6 host
-        raise ValueError(f"malformed AMQP URI {redact_uri(uri)!r}: {exc}") from None
+        raise ValueError(f"malformed {what} {redact_uri(uri)!r}: {exc}") from None
     scheme = parts.scheme.lower()
-    if scheme not in ("amqp", "amqps"):
-        raise ValueError(f"AMQP URI must start with amqp:// or amqps://, got {uri!r}")
-    tls = scheme == "amqps"
+    if scheme not in cls.SCHEMES:
+        raise ValueError(f"{what} must start with {cls.SCHEMES[0]}:// or {cls.SCHEMES[1]}://, "
+                         f"got {redact_uri(uri)!r}")
+    tls = scheme == cls.SCHEMES[1]
+    default_port = cls.DEFAULT_PORTS[1] if tls else cls.DEFAULT_PORTS[0]
     hostinfo = parts.netloc.rpartition("@")[2]
     if hostinfo in ("", ":"):
-        addresses: tuple = (("127.0.0.1", 5671 if tls else 5672),)
+        addresses: tuple = (("127.0.0.1", default_port),)
     else:
         if hostinfo.startswith(":"):  # amqp://:5673 : the default host, that port
             hostinfo = "127.0.0.1" + hostinfo
         try:
-            addresses = parse_addresses(hostinfo, 5671 if tls else 5672)
+            addresses = parse_addresses(hostinfo, default_port)
         except ValueError as exc:
-            raise ValueError(f"bad broker address in AMQP URI {redact_uri(uri)!r}: {exc}") from None
+            raise ValueError(f"bad broker address in {what} {redact_uri(uri)!r}: {exc}") from None
     kw: dict[str, Any] = {
         "tls": tls,
         "host": addresses[0][0],
@@ -324,31 +347,36 @@ def parse_uri(uri: str | None = None, **overrides: Any) -> ConnectionParameters:
     else:
         vhost = path[1:]
         if "/" in vhost:
-            raise ValueError(f"vhost {vhost!r} in AMQP URI {uri!r} contains '/'; percent-encode "
-                             "it as %2F (the default vhost is written /%2F)")
+            raise ValueError(f"vhost {vhost!r} in {what} {redact_uri(uri)!r} contains '/'; "
+                             "percent-encode it as %2F (the default vhost is written /%2F)")
         kw["vhost"] = unquote(vhost)
     mechs: list[str] = []
+    extra = extra or {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if key in _INT_PARAMS:
             try:
                 n = int(value)
             except ValueError:
-                raise ValueError(f"query parameter {key}={value!r} in AMQP URI must be an integer") from None
+                raise ValueError(f"query parameter {key}={value!r} in {what} must be an integer") from None
             kw[key] = n / 1000.0 if key in ("connection_timeout", "failover_timeout") else n
         elif key in _BOOL_PARAMS:
-            if value.lower() not in _BOOLEANS:
-                raise ValueError(f"query parameter {key}={value!r} in AMQP URI must be true or false")
-            kw[key] = _BOOLEANS[value.lower()]
+            kw[key] = parse_bool(key, value, what)
         elif key == "auth_mechanism":
             mechs.append(value.upper())
         elif key in _STR_PARAMS:
             kw[key] = value
+        elif key in extra:
+            try:
+                kw[key] = extra[key](value)
+            except ValueError as exc:
+                raise ValueError(f"query parameter {key}={value!r} in {what}: {exc}") from None
         else:
-            raise ValueError(f"unknown query parameter {key!r} in AMQP URI; known: "
-                             f"{', '.join(_INT_PARAMS + _BOOL_PARAMS + ('auth_mechanism',) + _STR_PARAMS)}")
+            known = _INT_PARAMS + _BOOL_PARAMS + ("auth_mechanism",) + _STR_PARAMS + tuple(extra)
+            raise ValueError(f"unknown query parameter {key!r} in {what}; known: "
+                             f"{', '.join(known)}")
     if mechs:
         kw["auth_mechanisms"] = tuple(mechs)
-    params = ConnectionParameters(**kw)
+    params = cls(**kw)
     if overrides:
         params = params.replace(**overrides)
     return params

@@ -21,8 +21,12 @@ anything is imported.
 
 from __future__ import annotations
 
+import json
+import re
+
 from ..broker.config import ConfigError, Permission, User
 from ..broker.passwords import DEFAULT_HASHING_ALGORITHM
+from ..broker.rules import check_name
 from ..broker.exchange import Exchange
 from ..broker.vhost import VHost
 from ..protocol.errors import AMQPError
@@ -31,16 +35,45 @@ from .views import RABBITMQ_COMPAT_VERSION, user_view
 
 __all__ = ["export_definitions", "import_definitions", "DEFINITION_ROUTES"]
 
+def _bad(reason: str) -> ApiError:
+    return ApiError(400, "bad_request", f"definitions: {reason}")
+
+
+def _entries(d: dict, key: str) -> list[dict]:
+    """The objects of section ``key`` (absent or null: none); 400 when it is not a list of
+    JSON objects (before: a 500 from the first ``.get`` on something else)."""
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(o, dict) for o in v):
+        raise _bad(f"{key} must be a list of objects")
+    return v
+
+
+def _field(o: dict, key: str, section: str, default=None, kind: type = str):
+    """Field ``key`` of an entry of ``section``: ``default`` when absent or null (``None``:
+    required), else it must be a ``kind`` (400 naming it)."""
+    v = o.get(key)
+    if v is None:
+        if default is None:
+            raise _bad(f"an entry of {section} lacks {key!r}")
+        return default
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise _bad(f"{section}: {key} must be a {'string' if kind is str else 'JSON ' + kind.__name__}, "
+                   f"got {json.dumps(v)[:60]}")
+    return v
+
+
 def _imported_user(u: dict) -> User:
     """The :class:`User` of a definitions entry; raises :class:`ApiError` 400 naming the user."""
-    name, tags = str(u["name"]), _tags(u.get("tags"))
+    name, tags = _field(u, "name", "users"), _tags(u.get("tags"))
     try:
         if "password_hash" in u:
             return User(name, tags=tags, password_hash=str(u["password_hash"] or ""),
                         hashing_algorithm=str(u.get("hashing_algorithm") or DEFAULT_HASHING_ALGORITHM))
         if "password" in u:
             return User(name, str(u["password"]), tags)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, TypeError) as exc:
         raise ApiError(400, "bad_request", f"definitions: {exc}") from None
     raise ApiError(400, "bad_request", f"definitions: user {name!r} has neither password_hash nor password")
 
@@ -105,6 +138,8 @@ def export_definitions(ctx: Ctx, vhost: str | None = None) -> dict:
 def _tags(t) -> list[str]:
     if isinstance(t, str):
         return [s.strip() for s in t.split(",") if s.strip()]
+    if t is not None and not isinstance(t, list):
+        raise _bad(f"tags must be a string or a list, got {json.dumps(t)[:60]}")
     return [str(s) for s in (t or [])]
 
 
@@ -117,48 +152,69 @@ def import_definitions(ctx: Ctx, vhost: str | None = None):
     cfg = broker.config
     if vhost is not None:
         ctx.vhost(vhost)
+    # every section's shape is checked before anything is applied
+    sections = {k: _entries(d, k) for k in ("users", "vhosts", "permissions", "exchanges", "queues", "bindings")}
     if vhost is None:
-        users = [_imported_user(u) for u in d.get("users") or [] if u.get("name")]  # all checked first
+        users = [_imported_user(u) for u in sections["users"] if u.get("name")]  # all checked first
+        vhost_names = [_field(vd, "name", "vhosts") for vd in sections["vhosts"] if vd.get("name")]
+        for n in vhost_names:
+            try:
+                check_name("vhost", n)
+            except AMQPError as exc:
+                raise _bad(exc.reply_text) from None
+        perms = []
+        for p in sections["permissions"]:
+            if p.get("user") and p.get("vhost"):
+                pu, pv = _field(p, "user", "permissions"), _field(p, "vhost", "permissions")
+                kinds = [_field(p, k, "permissions", ".*") for k in ("configure", "write", "read")]
+                for k, rx in zip(("configure", "write", "read"), kinds):
+                    try:
+                        re.compile(rx)
+                    except re.error as exc:
+                        raise _bad(f"permission {k} regex of {pu}@{pv} is invalid: {exc}") from None
+                perms.append((pu, pv, kinds))
         for u in users:
             cfg.users[u.name] = u
-        for vd in d.get("vhosts") or []:
-            n = vd.get("name")
-            if n and n not in broker.vhosts:
+        for n in vhost_names:
+            if n not in broker.vhosts:
                 broker.vhosts[n] = VHost(broker, n)
                 cfg.vhosts.append(n)
-        for p in d.get("permissions") or []:
-            if p.get("user") and p.get("vhost") in broker.vhosts:
-                cfg.permissions[(p["user"], p["vhost"])] = Permission(
-                    p.get("configure", ".*"), p.get("write", ".*"), p.get("read", ".*"))
+        for pu, pv, kinds in perms:
+            if pv in broker.vhosts:
+                cfg.permissions[(pu, pv)] = Permission(*kinds)
 
-    def target(o: dict) -> VHost:
-        n = vhost if vhost is not None else o.get("vhost", "/")
+    def target(o: dict, section: str) -> VHost:
+        n = vhost if vhost is not None else _field(o, "vhost", section, "/")
         v = broker.vhosts.get(n)
         if v is None:
-            raise ApiError(400, "bad_request", f"vhost '{n}' of {o.get('name', o)!r} does not exist; "
-                                              f"add it to the file's vhosts")
+            raise ApiError(400, "bad_request", f"vhost '{n}' of {json.dumps(o.get('name', o))[:100]} does not "
+                                              f"exist; add it to the file's vhosts")
         return v
 
+    def args(o: dict, section: str) -> dict:
+        return _field(o, "arguments", section, {}, dict)
+
     try:
-        for x in d.get("exchanges") or []:
-            v = target(x)
-            v.declare_exchange(x["name"], x.get("type", "direct"), False, parse_bool(x.get("durable"), "durable", True),
+        for x in sections["exchanges"]:
+            v = target(x, "exchanges")
+            v.declare_exchange(_field(x, "name", "exchanges"), _field(x, "type", "exchanges", "direct"), False,
+                               parse_bool(x.get("durable"), "durable", True),
                                parse_bool(x.get("auto_delete"), "auto_delete"),
-                               parse_bool(x.get("internal"), "internal"), x.get("arguments") or {})
-        for q in d.get("queues") or []:
-            v = target(q)
-            v.declare_queue(None, q["name"], False, parse_bool(q.get("durable"), "durable", True), False,
-                            parse_bool(q.get("auto_delete"), "auto_delete"), q.get("arguments") or {})
-        for b in d.get("bindings") or []:
-            v = target(b)
-            src = v.exchanges.get(b["source"])
-            dst = (v.exchanges if b.get("destination_type") == "exchange" else v.queues).get(b["destination"])
+                               parse_bool(x.get("internal"), "internal"), args(x, "exchanges"))
+        for q in sections["queues"]:
+            v = target(q, "queues")
+            v.declare_queue(None, _field(q, "name", "queues"), False, parse_bool(q.get("durable"), "durable", True),
+                            False, parse_bool(q.get("auto_delete"), "auto_delete"), args(q, "queues"))
+        for b in sections["bindings"]:
+            v = target(b, "bindings")
+            source, dest = _field(b, "source", "bindings"), _field(b, "destination", "bindings")
+            dtype = _field(b, "destination_type", "bindings", "queue")
+            src = v.exchanges.get(source)
+            dst = (v.exchanges if dtype == "exchange" else v.queues).get(dest)
             if src is None or dst is None:
-                raise ApiError(400, "bad_request", f"binding {b['source']!r} -> {b['destination']!r}: "
-                                                   f"no such {'exchange' if src is None else b.get('destination_type', 'queue')}")
-            v.bind(src, dst, b.get("routing_key", ""), b.get("arguments") or {})
-    except KeyError as exc:
-        raise ApiError(400, "bad_request", f"definitions: an object lacks {exc.args[0]!r}") from None
+                raise ApiError(400, "bad_request", f"binding {source!r} -> {dest!r}: "
+                                                   f"no such {'exchange' if src is None else dtype}")
+            v.bind(src, dst, _field(b, "routing_key", "bindings", ""), args(b, "bindings"))
     except AMQPError as exc:
         raise ApiError(400, "bad_request", exc.reply_text) from None
     broker.kick()

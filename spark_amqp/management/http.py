@@ -111,7 +111,8 @@ class Ctx:
     """One request as routes see it: the broker, the rate sampler, the authenticated user,
     the query parameters and the body (parsed lazily)."""
 
-    def __init__(self, server, principal, query: Mapping[str, str], raw_body: bytes, method: str):
+    def __init__(self, server, principal, query: Mapping[str, str], raw_body: bytes, method: str,
+                 parsed: Any = None):
         self.server = server
         self.broker = server.broker
         self.sampler = server.sampler
@@ -119,12 +120,19 @@ class Ctx:
         self.query = query
         self.raw_body = raw_body
         self.method = method
+        self._parsed = parsed   # the body's JSON value, parsed with limits (bodies.py); None: not yet
         self._body: dict | None = None
 
     @property
     def body(self) -> dict:
+        """The body as a JSON object (``{}`` when empty); 400 ``not_json`` otherwise."""
         if self._body is None:
-            self._body = json_body(self.raw_body)
+            if self._parsed is None:
+                self._body = json_body(self.raw_body)
+            elif isinstance(self._parsed, dict):
+                self._body = self._parsed
+            else:
+                raise ApiError(400, "bad_request", "not_json")
         return self._body
 
     def vhost(self, name: str):

@@ -34,14 +34,19 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from ..broker.exposure import is_exposed
+from ..broker.log_limit import RateLimitedLog
 from .auth import AuthError, authenticate_header
+from .bodies import BodyReader, route_limits
 from .csrf import check_write_request
 from .definitions import DEFINITION_ROUTES
 from .http import ApiError, Created, Ctx, NoContent, auth_error
+from .listener import GuardedSite, handler_args, http_guard
 from .listing import REGEX_TIME_LIMIT, ListError, apply_list_params, prune_columns, uses_regex
 from .metrics import CONTENT_TYPE, BrokerCollector, render_metrics
 from .rates import DEFAULT_INTERVAL, Sampler
 from .read_routes import GET_ROUTES
+from .request_checks import HostCheck, check_authorization_header
+from .stream_routes import STREAM_GET_ROUTES, STREAM_WRITE_ROUTES
 from .write_routes import WRITE_ROUTES
 
 __all__ = ["ManagementServer"]
@@ -55,17 +60,18 @@ _RABBITMQADMIN = ("/usr/bin/rabbitmqadmin", "/usr/sbin/rabbitmqadmin", "/usr/lib
 def _compile(routes):
     out = []
     for method, pattern, fn in routes:
-        out.append((method, tuple(pattern.split("/")), fn))
+        out.append((method, tuple(pattern.split("/")), fn, pattern))
     return out
 
 
-_ROUTES = _compile([("GET", p, f) for p, f in GET_ROUTES] + WRITE_ROUTES + DEFINITION_ROUTES)
+_ROUTES = _compile([("GET", p, f) for p, f in GET_ROUTES + STREAM_GET_ROUTES] + WRITE_ROUTES
+                   + STREAM_WRITE_ROUTES + DEFINITION_ROUTES)
 
 
 def _match(segments: list[str]):
-    """(handlers by method, params) of the route matching ``segments``, or (None, None)."""
+    """{method: (handler, params, pattern)} of the routes matching ``segments``."""
     found: dict[str, tuple] = {}
-    for method, pat, fn in _ROUTES:
+    for method, pat, fn, pattern in _ROUTES:
         if len(pat) != len(segments):
             continue
         params = {}
@@ -75,8 +81,21 @@ def _match(segments: list[str]):
             elif p != s:
                 break
         else:
-            found.setdefault(method, (fn, params))
+            found.setdefault(method, (fn, params, pattern))
     return found
+
+
+def _local_address(request: web.Request) -> str | None:
+    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    return sock[0] if isinstance(sock, tuple) and sock else None
+
+
+def _filename(name: str) -> str:
+    """``?download=NAME`` as a quoted-string filename: printable ASCII but quote and
+    backslash, at most 200 characters (a control character in it was a header injection that
+    aiohttp refused by dropping the connection; found by tests/management/test_fuzz.py)."""
+    safe = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name[:200])
+    return safe or "definitions.json"
 
 
 def _json(value, status: int = 200, headers: dict | None = None) -> web.Response:
@@ -111,6 +130,12 @@ class ManagementServer:
         self.per_object_registry = CollectorRegistry(auto_describe=False)
         self.per_object_registry.register(BrokerCollector(broker, self.sampler, per_object=True))
         self._runner: web.AppRunner | None = None
+        #: the listener's accept policy (connection limits, request_timeout): listener.py
+        self.guard = None
+        self.bodies = BodyReader(broker.config.management)
+        self.hosts = HostCheck(host, broker.config.management.allowed_hosts)
+        #: one log line per kind of refused request every 10 s
+        self.refusals = RateLimitedLog(log, 10.0, broker.loop)
 
     @property
     def url(self) -> str:
@@ -118,7 +143,8 @@ class ManagementServer:
         return f"http://{h}:{self.port}/"
 
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        # bodies are read by BodyReader with limits per route (client_max_size is unused)
+        app = web.Application(middlewares=[self._check_request])
         app.router.add_route("*", "/api/{tail:.*}", self.handle_api)
         app.router.add_route("*", "/api", self.handle_api)
         app.router.add_get("/metrics", self.handle_metrics)
@@ -131,9 +157,11 @@ class ManagementServer:
     async def start(self) -> int:
         from ..broker.errors import BrokerError, PortInUseError
 
-        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False,
+                                     **handler_args(self.broker))
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        self.guard = http_guard(self.broker)
+        site = GuardedSite(self._runner, self.host, self.port, self.guard, reuse_address=True, backlog=1024)
         try:
             await site.start()
         except OSError as exc:
@@ -161,6 +189,40 @@ class ManagementServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self.bodies.close()
+
+    # ------------------------------------------------------------------ request checks
+    def _refused(self, request: web.Request, exc: ApiError) -> web.Response:
+        """The answer to a request refused for its form (bad header, body too large or not
+        JSON, ...), logged in one line at most every 10 s per kind."""
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        self.refusals.warning(("refused", exc.status, exc.error), "management API: %s %s from %s refused: %d %s",
+                              request.method, request.raw_path[:120], peer[0] if peer else "?", exc.status,
+                              exc.reason[:200])
+        resp = _error(exc)
+        if request.path.startswith("/api"):
+            resp.headers["Cache-Control"] = "no-cache"
+        if exc.status in (408, 413):   # the rest of the body is not read: close the connection
+            resp.force_close()
+        return resp
+
+    @web.middleware
+    async def _check_request(self, request: web.Request, handler):
+        """Every request: the first one ends the listener's handshake deadline; malformed
+        ``Authorization`` and foreign ``Host`` headers are refused (:mod:`.request_checks`);
+        API answers are not to be cached (``Cache-Control: no-cache``, as RabbitMQ's)."""
+        if self.guard is not None:
+            self.guard.admission(request.transport).handshake_done()
+        try:
+            check_authorization_header(request.headers.getall("Authorization", []))
+            if request.path != "/metrics":
+                self.hosts.check(request.headers.get("Host"), _local_address(request))
+        except ApiError as exc:
+            return self._refused(request, exc)
+        resp = await handler(request)
+        if request.path.startswith("/api"):
+            resp.headers.setdefault("Cache-Control", "no-cache")
+        return resp
 
     # ------------------------------------------------------------------ handlers
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
@@ -182,9 +244,8 @@ class ManagementServer:
     def _authenticate(self, request: web.Request):
         """The request's :class:`~.auth.Principal` (basic auth, ``loopback_users`` checked
         against the local address the request came in on, as the AMQP port does)."""
-        sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
-        local = sock[0] if isinstance(sock, tuple) and sock else None
-        return authenticate_header(self.broker.config, request.headers.get("Authorization"), local)
+        return authenticate_header(self.broker.config, request.headers.get("Authorization"),
+                                   _local_address(request))
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
         """Aggregated metrics: no login, no vhost or queue names (:mod:`.metrics`)."""
@@ -230,14 +291,22 @@ class ManagementServer:
             if method == "OPTIONS":
                 return web.Response(status=200, headers={"Allow": ", ".join(allow)})
             return web.Response(status=405, headers={"Allow": ", ".join(allow)})
-        fn, params = found[method]
-        body = await request.read() if request.can_read_body else b""
+        fn, params, pattern = found[method]
+        parsed = None
+        body = b""
         try:
-            check_write_request(method, request.headers, body, request.scheme, request.host)
+            if request.method not in ("GET", "HEAD", "OPTIONS") and request.can_read_body:
+                limit, max_values = route_limits(method, pattern, self.broker.config.management.max_body_size)
+                body = await self.bodies.read(request, limit)
+                check_write_request(method, request.headers, body, request.scheme, request.host)
+                if body.strip():
+                    parsed = await self.bodies.parse(body, max_values)
+            else:
+                check_write_request(method, request.headers, body, request.scheme, request.host)
         except ApiError as exc:
-            return _error(exc)
+            return self._refused(request, exc)
         query = dict(parse_qsl(request.query_string, keep_blank_values=True))
-        ctx = Ctx(self, principal, query, body, method)
+        ctx = Ctx(self, principal, query, body, method, parsed)
         try:
             result = fn(ctx, **params)
             if method == "GET" and isinstance(result, list) and uses_regex(query):
@@ -261,5 +330,5 @@ class ManagementServer:
             return web.Response(status=204)
         if method == "GET" and request.method == "GET" and segments[:1] == ["definitions"] and \
                 query.get("download"):
-            return _json(result, headers={"Content-Disposition": f'attachment; filename="{query["download"]}"'})
+            return _json(result, headers={"Content-Disposition": f'attachment; filename="{_filename(query["download"])}"'})
         return _json(result)

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..broker.message import Message, route_enc
 from ..broker.rules import (check_binding, check_exchange_declare, check_exclusive,
-                            check_permission, check_publish, check_publish_alarm, check_queue_declare)
+                            check_permission, check_publish, check_publish_alarm, check_queue_declare,
+                            check_routing_key)
 from ..protocol.errors import AMQPError
 from ..protocol.properties import BasicProperties
 from .http import (NOT_FOUND, ApiError, Created, Ctx, NoContent, amqp_to_api_error, channel_error,
@@ -232,6 +233,7 @@ def publish(ctx: Ctx, vhost: str, name: str):
     rk = b["routing_key"]
     if not isinstance(rk, str):
         raise ApiError(400, "bad_request", "routing_key must be a string")
+    _call(check_routing_key, rk)
     if x.internal:
         raise ApiError(400, "bad_request",
                        f"403 ACCESS_REFUSED - cannot publish to internal exchange '{name}' in vhost '{vhost}'")

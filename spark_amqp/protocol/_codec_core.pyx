@@ -2,7 +2,7 @@
 """The shared part of the codec's compiled twins (Cython; declared in ``_codec_core.pxd``).
 
 Each compiled twin (``_properties``, ``_methods``, ``_frames``, ``_raw_deliveries``,
-``_raw_publish``, ``_server_frames``, and the broker's ``_stream_records``) handles the common,
+``_raw_publish``, ``_server_frames``) handles the common,
 well-formed shapes of its pure-Python module and hands anything else to it, so results and
 errors are those of the pure-Python code by construction (the differential tests in
 ``tests/protocol/test_codec_speedups.py`` and beside them check it). What they share is here:

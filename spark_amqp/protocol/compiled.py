@@ -8,8 +8,8 @@ The protocol layer's twins are loaded together by :func:`load` (at import, as
 ``deliver_columns``, ``scan_publish``, ``append_deliver`` ...), or None: with
 ``SPARK_AMQP_PURE_PYTHON=1``, or when one of them is not built (they are built together).
 Each pure-Python module binds its own twin (``bind_<module>``) and picks its functions from
-that namespace; other layers load theirs with :func:`twin` (the broker's
-``_stream_records``).
+that namespace; a twin loaded on its own (the stream protocol's and the AMQP 1.0 codec's
+``_speedups``) is loaded with :func:`twin`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ PROTOCOL_TWINS = ("_codec_core", "_properties", "_methods", "_frames", "_raw_del
 
 def twin(module: str, pure: str | None = None) -> ModuleType | None:
     """The compiled module ``module`` (a full dotted name, e.g.
-    ``"spark_amqp.broker._stream_records"``), or None when ``pure`` (default: the
+    ``"spark_amqp.protocol.stream._speedups"``), or None when ``pure`` (default: the
     ``SPARK_AMQP_PURE_PYTHON`` environment variable) is ``"1"`` or it is not built."""
     if (os.environ.get(PURE_PYTHON_ENV) if pure is None else pure) == "1":
         return None

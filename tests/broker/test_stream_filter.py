@@ -1,6 +1,6 @@
 """The stream log's per-chunk Bloom filters (spark_amqp/broker/stream_filter.py, stream.py):
 no false negatives, chunks that cannot match are skipped unread, match-unfiltered, and the
-filters rebuilt from the segments after a restart. Over the wire (pika, both brokers):
+filters read back from the chunks' bloom fields after a restart. Over the wire (pika, both brokers):
 tests/broker/conformance/test_stream_filters.py."""
 
 from __future__ import annotations
@@ -8,23 +8,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_amqp.broker.stream import StreamLog
+from spark_amqp.broker.stream import StreamLog, records_view
 from spark_amqp.broker.stream_filter import StreamMatcher, matcher_from_arguments
-from spark_amqp.protocol.properties import BasicProperties
-
-ENC = b"\x00\x01q"
-
-
-def _props(value) -> bytes:
-    headers = {"x-stream-filter-value": value} if value is not None else {"other": "x"}
-    return BasicProperties(headers=headers).encode()
 
 
 def _log(chunks: list[list], directory=None, size: int = 16) -> StreamLog:
     log = StreamLog(directory, filter_bytes=size)
     for values in chunks:
         for v in values:
-            log.append(ENC, _props(v), b"body")
+            log.append(b"body", None if v is None else v.encode())
         log.seal()
     return log
 
@@ -32,7 +24,7 @@ def _log(chunks: list[list], directory=None, size: int = 16) -> StreamLog:
 def _read_all(log: StreamLog, matcher) -> list[int]:
     pos, out = log.first, []
     while pos < log.next:
-        pos, runs = log.read_chunks_filtered(pos, 10_000, matcher)
+        pos, runs = log.read_chunks(pos, 10_000, records_view, matcher)
         for first, entries in runs:
             out.extend(range(first, first + len(entries)))
     return out
@@ -66,8 +58,8 @@ def test_a_chunk_that_cannot_match_is_never_read():
     chunks = [["v%d" % (i % 10)] * 3 for i in range(100)]
     log = _log(chunks)
     reads = []
-    orig = log.read_chunk
-    log.read_chunk = lambda i: reads.append(i) or orig(i)
+    orig = log.chunk_data
+    log.chunk_data = lambda i: reads.append(i) or orig(i)
     got = _read_all(log, StreamMatcher([b"v3"], False, 16))
     assert got == [o for i in range(3, 100, 10) for o in range(3 * i, 3 * i + 3)]
     assert reads == list(range(3, 100, 10))      # the other 90 chunks were not even read
@@ -84,13 +76,13 @@ def test_match_unfiltered_and_empty_filters():
 
 def test_start_inside_a_chunk_and_credit():
     log = _log([["a"] * 5, ["b"] * 5, ["a"] * 5])
-    pos, runs = log.read_chunks_filtered(2, 1, StreamMatcher([b"a"], False, 16))
+    pos, runs = log.read_chunks(2, 1, records_view, StreamMatcher([b"a"], False, 16))
     assert pos == 5 and runs[0][0] == 2 and len(runs[0][1]) == 3   # the chunk's rest, then stop
-    pos, runs = log.read_chunks_filtered(pos, 100, StreamMatcher([b"a"], False, 16))
+    pos, runs = log.read_chunks(pos, 100, records_view, StreamMatcher([b"a"], False, 16))
     assert pos == 15 and [(f, len(e)) for f, e in runs] == [(10, 5)]
 
 
-def test_filters_are_rebuilt_when_the_segments_are_scanned(tmp_path):
+def test_filters_are_read_back_when_the_segments_are_scanned(tmp_path):
     log = _log([["a"], ["b"], [None], ["a"]], directory=str(tmp_path))
     log.close()
     again = StreamLog(str(tmp_path), filter_bytes=16)

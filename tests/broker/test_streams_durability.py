@@ -1,6 +1,7 @@
 """Stream queues with a data directory: restart and kill -9 after publisher confirms keep every
 confirmed message at the same offset (issue 12, "Durability"); the segment log itself
-(spark_amqp/broker/stream.py): segments, torn tails, retention, the offset header."""
+(spark_amqp/broker/stream.py): osiris chunks in segments, torn tails, retention, tracking
+chunks (stored offsets, publisher sequences) and the conversion of storage version 1."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pika
 import pytest
 
 from spark_amqp import EmbeddedBroker
-from spark_amqp.broker.stream import StreamLog, add_offset_header
-from spark_amqp.protocol.properties import BasicProperties, decode_properties
+from spark_amqp.broker.stream import (CHUNK_TRK_DELTA, CHUNK_TRK_SNAPSHOT, CHUNK_USER, SEGMENT_MAGIC, StreamLog,
+                                      records_view)
+from spark_amqp.protocol.properties import BasicProperties
 
 STREAM = {"x-queue-type": "stream"}
 
@@ -136,20 +138,32 @@ def test_confirm_comes_after_the_segment_fsync(tmp_path, monkeypatch):
 
 def _fill(log: StreamLog, n: int, start: int = 0, size: int = 50) -> None:
     for i in range(start, start + n):
-        log.append(b"\x00\x01q", b"\x00\x00", (b"b%d" % i).ljust(size, b"."))
+        log.append((b"b%d" % i).ljust(size, b"."))
         log.seal()  # one chunk each
+
+
+def _read(log: StreamLog, offset: int, limit: int) -> tuple[int, list]:
+    """(offset of the first record read, records) from ``offset``, at most ``limit``."""
+    _, runs = log.read_chunks(offset, limit, records_view)
+    if not runs:
+        return offset, []
+    out = [r for _, rs in runs for r in rs]
+    return runs[0][0], out[:limit]
 
 
 def test_log_rolls_segments_and_reads_any_offset(tmp_path):
     log = StreamLog(str(tmp_path), max_segment_bytes=500)
     _fill(log, 40)
     assert len(log.segments) > 5 and (log.first, log.next) == (0, 40)
-    start, entries = log.read(17, 5)
-    assert start == 17 and [e[2][:3] for e in entries] == [b"b17", b"b18", b"b19", b"b20", b"b21"]
+    start, entries = _read(log, 17, 5)
+    assert start == 17 and [e[:3] for e in entries] == [b"b17", b"b18", b"b19", b"b20", b"b21"]
     log.close()
     again = StreamLog(str(tmp_path), max_segment_bytes=500)
     assert (again.first, again.next) == (0, 40)
-    assert again.read(39, 10)[1][0][2][:3] == b"b39"
+    assert _read(again, 39, 10)[1][0][:3] == b"b39"
+    for name in os.listdir(tmp_path):
+        with open(tmp_path / name, "rb") as f:
+            assert f.read(8) == SEGMENT_MAGIC
     again.close()
 
 
@@ -165,7 +179,7 @@ def test_log_cuts_a_torn_tail_at_start(tmp_path):
     again = StreamLog(str(tmp_path))
     assert (again.first, again.next) == (0, 4)
     _fill(again, 1, start=4)
-    assert [e[2][:2] for e in again.read(0, 10)[1]] == [b"b0", b"b1", b"b2", b"b3", b"b4"]
+    assert [e[:2] for e in _read(again, 0, 10)[1]] == [b"b0", b"b1", b"b2", b"b3", b"b4"]
     again.close()
     with open(path, "r+b") as f:   # a flipped byte in the last chunk: its CRC fails
         f.seek(os.path.getsize(path) - 3)
@@ -180,23 +194,81 @@ def test_retention_by_bytes_keeps_the_last_segment_offsets_unchanged():
     _fill(log, 100)
     assert log.first > 0 and log.next == 100
     assert log.bytes <= 1000 + 400
-    start, entries = log.read(0, 1000)      # below the start: from the first retained
-    assert start == log.first and entries[0][2].startswith(b"b%d" % log.first)
+    start, entries = _read(log, 0, 1000)      # below the start: from the first retained
+    assert start == log.first and entries[0].startswith(b"b%d" % log.first)
     tiny = StreamLog(None, max_segment_bytes=100, max_bytes=1)
     _fill(tiny, 10)
     assert tiny.message_count >= 1 and tiny.next == 10
 
 
-@pytest.mark.parametrize("props", [
-    BasicProperties(),
-    BasicProperties(content_type="text/plain", content_encoding="gzip", delivery_mode=2),
-    BasicProperties(content_type="a", headers={"h": 1, "s": "x"}, priority=3, message_id="m"),
-])
-def test_add_offset_header(props):
-    raw = props.encode()
-    out = decode_properties(add_offset_header(raw, 2 ** 40), 0, len(add_offset_header(raw, 2 ** 40)))
-    want = dict(props.as_dict())
-    want["headers"] = {**(props.headers or {}), "x-stream-offset": 2 ** 40}
-    got = out.as_dict()
-    assert {k: v for k, v in got.items() if v is not None} == {k: v for k, v in want.items() if v is not None}
-    assert b"\x0fx-stream-offsetl" in add_offset_header(raw, 5)   # AMQP type 'l' (signed 64-bit)
+def test_stored_offsets_take_an_offset_and_survive_a_restart(tmp_path):
+    """As RabbitMQ 3.10.8 (rstream: publish, StoreOffset twice, publish: offsets 0 and 3): a
+    write batch with tracking and no messages is a tracking delta chunk that takes an offset;
+    readers skip it. With messages, the tracking rides in the user chunk's trailer."""
+    log = StreamLog(str(tmp_path))
+    log.append(b"a")
+    log.seal()
+    log.store_offset(b"ref1", 0)
+    log.seal()
+    log.store_offset(b"ref2", 0)
+    log.seal()
+    assert log.append(b"b") == 3
+    log.track_writer(b"producer", 7)
+    log.store_offset(b"ref1", 3)
+    log.seal()
+    assert log.c_type == [CHUNK_USER, CHUNK_TRK_DELTA, CHUNK_TRK_DELTA, CHUNK_USER]
+    _, runs = log.read_chunks(0, 100, records_view)
+    assert runs == [(0, [b"a"]), (3, [b"b"])]
+    assert (log.query_offset(b"ref1"), log.query_offset(b"ref2"), log.writer_sequence(b"producer")) == (3, 0, 7)
+    assert log.is_duplicate(b"producer", 7) and not log.is_duplicate(b"producer", 8)
+    log.close()
+    again = StreamLog(str(tmp_path))
+    assert (again.query_offset(b"ref1"), again.query_offset(b"ref2"), again.writer_sequence(b"producer")) == (3, 0, 7)
+    assert again.next == 4 and again.query_offset(b"nobody") is None
+    again.close()
+
+
+def test_a_new_segment_starts_with_a_tracking_snapshot_that_outlives_retention():
+    log = StreamLog(None, max_segment_bytes=300, max_bytes=600)
+    log.store_offset(b"c", 1)
+    log.track_writer(b"p", 1)
+    log.append(b"x" * 100)
+    log.seal()
+    for i in range(30):
+        log.append(b"y" * 100)
+        log.seal()
+    assert CHUNK_TRK_SNAPSHOT in log.c_type[log.head:]
+    assert log.first > 0 and log.query_offset(b"c") == 1 and log.writer_sequence(b"p") == 1
+    # every segment after the first begins with a snapshot
+    starts = {id(s): i for i, s in reversed(list(enumerate(log.c_seg)))}
+    assert all(log.c_type[i] == CHUNK_TRK_SNAPSHOT for i in starts.values() if i > log.head)
+
+
+def test_storage_version_1_is_converted_with_the_same_offsets(tmp_path):
+    """A stream written before issue 38 (chunks of 0-9-1 messages) is converted at start."""
+    import struct
+    import zlib
+    from spark_amqp.broker.stream_convert import StreamConversions
+
+    def v1_chunk(first, msgs, ts):
+        payload = b"".join(struct.pack(">HII", len(e), len(p), len(b)) + e + p + b for e, p, b in msgs)
+        tail = struct.pack(">IQIQ", len(payload), first, len(msgs), ts)
+        return struct.pack(">I", zlib.crc32(payload, zlib.crc32(tail))) + tail + payload
+
+    enc = b"\x00\x01s"
+    props = BasicProperties(content_type="t", headers={"h": 1}).encode()
+    with open(tmp_path / f"{0:020d}.segment", "wb") as f:
+        f.write(v1_chunk(0, [(enc, props, b"m0"), (enc, props, b"m1")], 1000))
+        f.write(v1_chunk(2, [(enc, b"\x00\x00", b"m2")], 2000))
+    conv = StreamConversions("s", "3.10")
+    log = StreamLog(str(tmp_path), convert_v1=conv.message)
+    assert (log.first, log.next, log.c_first, log.c_ts) == (0, 3, [0, 2], [1000, 2000])
+    _, runs = log.read_chunks(0, 10, conv.view)
+    assert [(o, [b for _, _, b in es]) for o, es in runs] == [(0, [b"m0", b"m1"]), (2, [b"m2"])]
+    stored = _read(log, 0, 1)[1][0]
+    assert stored == conv.message("", "s", props, b"m0")
+    log.close()
+    with pytest.raises(ValueError, match="version 1"):
+        with open(tmp_path / f"{3:020d}.segment", "wb") as f:
+            f.write(v1_chunk(3, [(enc, props, b"m3")], 3000))
+        StreamLog(str(tmp_path))

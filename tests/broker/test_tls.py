@@ -367,3 +367,37 @@ def test_cli_broker_with_tls(pki):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ------------------------------------------------------------------ the TLS stream listener
+
+def test_stream_protocol_over_tls_plain_and_external(pki):
+    """The TLS stream listener (RabbitMQ's stream.listeners.ssl.1) with the broker's TLS
+    settings: PLAIN over TLS; with client certificates required, EXTERNAL offered and the
+    user taken from the certificate; a plain client on the TLS port gets nothing."""
+    import ssl
+    from spark_amqp.protocol import stream as S
+    from stream_raw import RawStream
+
+    tls = TLSConfig(pki.server_cert, pki.server_key, cacertfile=pki.ca_cert, verify_peer=True,
+                    fail_if_no_peer_cert=True, cert_login_from="common_name")
+    with EmbeddedBroker(tls=tls, stream_port=0, stream_tls_port=0) as b:
+        assert b.stream_tls_url.startswith("rabbitmq-stream+tls://guest:guest@127.0.0.1:")
+        ctx = ssl.create_default_context(cafile=pki.ca_cert)
+        ctx.load_cert_chain(pki.client_cert, pki.client_key)
+        with RawStream(b.stream_tls_port, ssl_context=ctx) as c:
+            c.rpc(S.PeerProperties(0, {}))
+            mechs = c.rpc(S.SaslHandshake(0)).mechanisms
+            assert "EXTERNAL" in mechs and "PLAIN" in mechs
+        with RawStream(b.stream_tls_port, ssl_context=ctx) as c:
+            opened = c.handshake(mechanism="EXTERNAL", data=b"")
+            assert opened.code == S.Code.OK
+            assert c.rpc(S.CreateStream(0, "tls-stream", {})).code == S.Code.OK
+        with RawStream(b.stream_tls_port, ssl_context=ctx) as c:
+            assert c.handshake().code == S.Code.OK          # PLAIN over TLS
+        with RawStream(b.stream_port) as c:                 # the plain listener: no EXTERNAL
+            c.rpc(S.PeerProperties(0, {}))
+            assert "EXTERNAL" not in c.rpc(S.SaslHandshake(0)).mechanisms
+        with RawStream(b.stream_tls_port) as c:             # no TLS on the TLS port
+            c.send(S.PeerProperties(0, {}))
+            assert c.wait_closed(10)

@@ -40,6 +40,8 @@ RUN_BY = {
         "tests/app/test_readme.py::test_quick_start_runs_as_written_twice_in_one_folder"],
     ("docs/cli.md", "The command line: `spark-amqp`"): ["tests/app/test_readme.py::test_command_line_page_runs_as_written"],
     ("docs/streams.md", "A runnable example"): ["tests/docs/test_examples.py::test_streams_example_runs_as_written"],
+    ("docs/stream-protocol.md", "A runnable example"): [
+        "tests/client/test_stream_docs.py::test_stream_protocol_example_runs_as_written"],
     ("docs/schema.md", "Schema"): ["tests/docs/test_examples.py::test_schema_snippet_selects_two_columns"],
     ("docs/broker/management.md", "The management API, Prometheus metrics and a web page"): [
         "tests/docs/test_examples.py::test_management_lines_run_as_written"],

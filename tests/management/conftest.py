@@ -150,11 +150,13 @@ def management_config() -> BrokerConfig:
 
 @pytest.fixture(scope="session")
 def mgmt_broker():
-    """An embedded broker with the management API and the TEST_USERS (session-wide), in
-    RabbitMQ 3.10 mode: the differential tests compare it with the local RabbitMQ 3.10.8."""
+    """An embedded broker with the management API, a stream listener (``stream_port``) and the
+    TEST_USERS (session-wide), in RabbitMQ 3.10 mode: the differential tests compare it with
+    the local RabbitMQ 3.10.8."""
     from spark_amqp import EmbeddedBroker
 
-    with EmbeddedBroker(config=management_config(), management=True, rabbitmq_version="3.10") as b:
+    with EmbeddedBroker(config=management_config(), management=True, rabbitmq_version="3.10",
+                        stream_port=0) as b:
         yield b
 
 

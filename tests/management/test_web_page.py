@@ -9,6 +9,7 @@ installs it). ``SPARK_AMQP_SCREENSHOT=path.png`` saves the page as the README sh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -62,7 +63,9 @@ class Page:
         raise AssertionError(f"{what}: not seen within {timeout}s (last {last!r}); page text:\n{text[:2000]}")
 
 
-async def _drive(url: str, queue: str, profile: Path, screenshot: str | None) -> None:
+@contextlib.asynccontextmanager
+async def _logged_in_page(url: str, profile: Path):
+    """A headless Chromium tab on the page at ``url``, logged in as guest."""
     import aiohttp
 
     proc = subprocess.Popen([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -90,29 +93,7 @@ async def _drive(url: str, queue: str, profile: Path, screenshot: str | None) ->
                 await page.evaluate("document.querySelector('#login-user').value = 'guest';"
                                     "document.querySelector('#login-password').value = 'guest';"
                                     "document.querySelector('#login-button').click(); true")
-                row = f"document.querySelector('#queues tr[data-queue={json.dumps(queue)}]')"
-                await page.wait(f"{row} && {row}.querySelector('td.ready').textContent === '2'",
-                                "the declared queue with 2 ready messages")
-                assert await page.evaluate(f"{row}.querySelector('td.consumers').textContent") == "0"
-                # publish one more from the form
-                await page.evaluate(
-                    "document.querySelector('#publish-exchange').value = 'amq.default';"
-                    f"document.querySelector('#publish-routing-key').value = {json.dumps(queue)};"
-                    "document.querySelector('#publish-payload').value = 'from the browser';"
-                    "document.querySelector('#publish-button').click(); true")
-                await page.wait("document.querySelector('#publish-result').textContent === 'published (routed)'",
-                                "the publish result")
-                await page.wait(f"{row}.querySelector('td.ready').textContent === '3'", "the depth going to 3")
-                if screenshot:
-                    await asyncio.sleep(0.5)
-                    shot = await page.send("Page.captureScreenshot", format="png")
-                    import base64
-                    Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
-                # purge: two clicks (the first arms the button)
-                await page.evaluate(f"{row}.querySelector('button.purge').click(); true")
-                await page.wait(f"{row}.querySelector('button.purge').classList.contains('armed')", "the armed button")
-                await page.evaluate(f"{row}.querySelector('button.purge').click(); true")
-                await page.wait(f"{row} && {row}.querySelector('td.ready').textContent === '0'", "the purged queue")
+                yield page
     finally:
         proc.terminate()
         try:
@@ -120,6 +101,33 @@ async def _drive(url: str, queue: str, profile: Path, screenshot: str | None) ->
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(15)
+
+
+async def _drive(url: str, queue: str, profile: Path, screenshot: str | None) -> None:
+    async with _logged_in_page(url, profile) as page:
+        row = f"document.querySelector('#queues tr[data-queue={json.dumps(queue)}]')"
+        await page.wait(f"{row} && {row}.querySelector('td.ready').textContent === '2'",
+                        "the declared queue with 2 ready messages")
+        assert await page.evaluate(f"{row}.querySelector('td.consumers').textContent") == "0"
+        # publish one more from the form
+        await page.evaluate(
+            "document.querySelector('#publish-exchange').value = 'amq.default';"
+            f"document.querySelector('#publish-routing-key').value = {json.dumps(queue)};"
+            "document.querySelector('#publish-payload').value = 'from the browser';"
+            "document.querySelector('#publish-button').click(); true")
+        await page.wait("document.querySelector('#publish-result').textContent === 'published (routed)'",
+                        "the publish result")
+        await page.wait(f"{row}.querySelector('td.ready').textContent === '3'", "the depth going to 3")
+        if screenshot:
+            await asyncio.sleep(0.5)
+            shot = await page.send("Page.captureScreenshot", format="png")
+            import base64
+            Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+        # purge: two clicks (the first arms the button)
+        await page.evaluate(f"{row}.querySelector('button.purge').click(); true")
+        await page.wait(f"{row}.querySelector('button.purge').classList.contains('armed')", "the armed button")
+        await page.evaluate(f"{row}.querySelector('button.purge').click(); true")
+        await page.wait(f"{row} && {row}.querySelector('td.ready').textContent === '0'", "the purged queue")
 
 
 def test_web_page_in_chromium(mgmt_broker, unique, tmp_path):
@@ -136,3 +144,30 @@ def test_web_page_in_chromium(mgmt_broker, unique, tmp_path):
         ch.queue_delete(q)
     finally:
         conn.close()
+
+
+def test_stream_lists_in_chromium(tmp_path):
+    """The page lists stream-protocol connections, publishers and consumers
+    (/api/stream/*, as RabbitMQ's rabbitmq_stream_management)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent.parent / "broker"))
+    from spark_amqp import EmbeddedBroker
+    from spark_amqp.protocol import stream as S
+    from stream_raw import RawStream, amqp10_data
+
+    async def check(url: str) -> None:
+        async with _logged_in_page(url, tmp_path / "profile") as page:
+            await page.wait("[...document.querySelectorAll('#stream-publishers td')].some((t) => "
+                            "t.textContent === 'page-producer')", "the stream publisher")
+            await page.wait("[...document.querySelectorAll('#stream-consumers td')].some((t) => "
+                            "t.textContent === 'page-stream')", "the stream consumer")
+            assert await page.evaluate("document.querySelectorAll('#stream-connections tbody tr').length") == 1
+
+    with EmbeddedBroker(stream_port=0, management=True) as b, RawStream(b.stream_port) as c:
+        c.handshake()
+        assert c.rpc(S.CreateStream(0, "page-stream", {})).code == S.Code.OK
+        assert c.rpc(S.DeclarePublisher(0, 1, "page-producer", "page-stream")).code == S.Code.OK
+        c.send(S.Publish(1, [1], [amqp10_data(b"x")]))
+        c.wait_for(S.PublishConfirm)
+        assert c.rpc(S.Subscribe(0, 3, "page-stream", S.OffsetSpec(S.OffsetType.FIRST), 5)).code == S.Code.OK
+        asyncio.run(check(b.management_url))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from amqp_strategies import bodies, channels, method_of, methods, properties, shortstr
 from speedups_switch import SPEEDUPS
-from spark_amqp.broker.stream import add_offset_header, offset_header_split
+from spark_amqp.protocol.amqp10.props091 import offset_header_split
 from spark_amqp.protocol import BasicProperties, ContentMessage, Decoder, encode_message, spec
 from spark_amqp.protocol import server_frames as sf
 from spark_amqp.protocol.frames import MethodFrame, encode_method
@@ -119,7 +119,8 @@ def test_stream_deliver_carries_its_offset(ch, ctag, tag, exchange, rk, props, b
     ctag_b, enc = _ss(ctag), _ss(exchange) + _ss(rk)
     pre, mid, post = sf.stream_deliver_parts(ch, ctag_b, enc, before, after, len(body))
     want = bytearray()
-    sf.deliver_frames(want, ch, ctag_b, tag, False, enc, add_offset_header(raw, offset), body, 0)
+    with_offset = before + offset.to_bytes(8, "big", signed=True) + after
+    sf.deliver_frames(want, ch, ctag_b, tag, False, enc, with_offset, body, 0)
     for append in (sf._append_stream_deliver, sf.append_stream_deliver):
         out = bytearray(b"x")
         append(out, pre, tag, mid, offset, post, body)
