@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from stream_helpers import amqp10, amqp10_body, client, new_stream, stream_url  # noqa: F401
+from stream_client_helpers import amqp10, amqp10_body, client, new_stream, stream_url  # noqa: F401
 from spark_amqp.client.failover import BrokerUnreachable
 from spark_amqp.client.stream import OffsetSpec, connect, parse_stream_uri
 from spark_amqp.protocol.stream import Code

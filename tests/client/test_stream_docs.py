@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.test_readme import code_blocks, section
-from stream_helpers import stream_url  # noqa: F401
+from stream_client_helpers import stream_url  # noqa: F401
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

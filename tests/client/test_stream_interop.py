@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from stream_helpers import amqp10, client, new_stream, stream_url  # noqa: F401
+from stream_client_helpers import amqp10, client, new_stream, stream_url  # noqa: F401
 from spark_amqp.bench.stream_protocol import have_rstream, rstream_publish, rstream_read
 from spark_amqp.client import connect as connect_091
 from spark_amqp.client.streams import declare_super_stream
