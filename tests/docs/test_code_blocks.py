@@ -45,6 +45,8 @@ RUN_BY = {
     ("docs/schema.md", "Schema"): ["tests/docs/test_examples.py::test_schema_snippet_selects_two_columns"],
     ("docs/broker/management.md", "The management API, Prometheus metrics and a web page"): [
         "tests/docs/test_examples.py::test_management_lines_run_as_written"],
+    ("docs/broker/streams.md", "The stream protocol (port 5552)"): [
+        "tests/docs/test_examples.py::test_stream_port_snippet_prints_its_url"],
     ("docs/spark-connect.md", "Spark Connect"): ["tests/cluster/test_connect.py::test_readme_connect_client_runs_as_written"],
     ("docs/cluster.md", "A standalone cluster on one machine: `spark-amqp cluster`"): [
         "tests/cluster/test_cluster_cli.py::test_readme_cluster_commands_are_the_tested_ones"],

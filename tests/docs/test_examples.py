@@ -57,6 +57,18 @@ def test_schema_snippet_selects_two_columns(spark, embedded_broker):
     assert ns["flights"].columns == ["body", "routing_key"]
 
 
+def test_stream_port_snippet_prints_its_url(capsys):
+    """docs/broker/streams.md's EmbeddedBroker(stream_port=0) block runs as written and prints
+    a rabbitmq-stream:// URL of a port that the broker listened on."""
+    blocks = code_blocks(section("The stream protocol (port 5552)", DOCS / "broker" / "streams.md"),
+                         "python")
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/broker/streams.md", "exec"), {})
+    out = capsys.readouterr().out.strip()
+    assert re.fullmatch(r"rabbitmq-stream://guest:guest@127\.0\.0\.1:\d+/%2F", out), out
+    assert not out.endswith(":0/%2F"), out
+
+
 RABBITMQADMIN = next((p for p in ("/usr/bin/rabbitmqadmin", "/usr/sbin/rabbitmqadmin",
                                   shutil.which("rabbitmqadmin")) if p and Path(p).is_file()), None)
 
