@@ -39,6 +39,9 @@ QUIET_FIRST = ("broker", "client", "management", "faults", "protocol")
 #: beside the crash runs failed that on 2 cores (load average ~14)
 SLOTS = 2
 
+#: the open BackgroundRuns of this process (:func:`cancel_all`)
+_OPEN: list = []
+
 
 class BackgroundRuns:
     """The session's slow runs: at most :data:`SLOTS` at once, in the order submitted.
@@ -50,6 +53,7 @@ class BackgroundRuns:
     def __init__(self, slots: int = SLOTS):
         self._pool = ThreadPoolExecutor(slots, thread_name_prefix="background-run")
         self.runs: dict[Any, Future] = {}
+        _OPEN.append(self)
 
     def submit(self, key: Any, fn: Callable, *args: Any) -> Future:
         f = self._pool.submit(fn, *args)
@@ -61,10 +65,23 @@ class BackgroundRuns:
         return {key[1]: f for key, f in self.runs.items()
                 if isinstance(key, tuple) and key[0] == name}
 
+    def cancel(self) -> None:
+        """Cancel the runs not started yet (the session was interrupted)."""
+        for f in list(self.runs.values()):
+            f.cancel()
+
     def close(self) -> None:
-        for f in self.runs.values():
-            f.cancel()   # not started yet (the session was interrupted)
+        self.cancel()
         self._pool.shutdown(wait=True)
+        if self in _OPEN:
+            _OPEN.remove(self)
+
+
+def cancel_all() -> None:
+    """Cancel the runs not started yet of every open :class:`BackgroundRuns` (the session's
+    SIGINT/SIGTERM handler, before it kills the running ones: tests/session_guard.py)."""
+    for runs in list(_OPEN):
+        runs.cancel()
 
 
 def in_subprocess(module_file: str | Path, function: str, broker_url: str, tmp_path: Path,
