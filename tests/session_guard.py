@@ -101,7 +101,8 @@ def name_age_hours(name: str, now: float | None = None) -> float | None:
 
 def session_processes(sid: str, exclude=()) -> list:
     """The live processes (psutil) whose environment carries session ``sid``, and every
-    descendant of this process, except the pids in ``exclude`` and this process."""
+    descendant of this process (but the watchdog of another session: it cleans up after its own
+    pytest), except the pids in ``exclude`` and this process."""
     import psutil
 
     skip = set(exclude) | {os.getpid()}
@@ -117,9 +118,16 @@ def session_processes(sid: str, exclude=()) -> list:
     try:
         for p in psutil.Process().children(recursive=True):
             try:
-                if p.pid not in skip and p.status() != psutil.STATUS_ZOMBIE:
-                    found.setdefault(p.pid, p)
-            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                if p.pid in skip or p.pid in found or p.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cmd = p.cmdline()
+                # the watchdog of a session this one started (tests/test_session_cleanup.py's
+                # child pytest): it outlives its pytest to clean up after it
+                if len(cmd) >= 5 and cmd[1].endswith("session_guard.py") and cmd[2] == "watch" \
+                        and cmd[4] != sid:
+                    continue
+                found[p.pid] = p
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
     except psutil.NoSuchProcess:
         pass
@@ -217,7 +225,8 @@ def start_watchdog(sid: str | None = None) -> subprocess.Popen:
 
 
 def _watch(parent: int, sid: str) -> int:
-    for s in (signal.SIGINT, signal.SIGHUP):
+    # a signal to the terminal's group or to the session's processes is not for the watchdog
+    for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
     while os.getppid() == parent:
         time.sleep(0.5)
