@@ -100,9 +100,9 @@ def _interrupted(signum, frame):
         watchdog = _GUARD.get("watchdog")
         killed = session_guard.kill_session(exclude={watchdog.pid} if watchdog else ())
         deleted = session_guard.delete_session_objects()
-        sys.stderr.write(f"\n{signal.Signals(signum).name}: stopped {len(killed)} processes of test "
-                         f"session {session_guard.session_id()}, deleted {len(deleted)} of its "
-                         f"queues/exchanges on RabbitMQ\n")
+        _GUARD["report"] = (f"{signal.Signals(signum).name}: stopped {len(killed)} processes of "
+                            f"test session {session_guard.session_id()}, deleted {len(deleted)} "
+                            f"of its queues/exchanges on RabbitMQ")
     finally:
         _GUARD["killing"] = False
     raise KeyboardInterrupt
@@ -124,6 +124,31 @@ def pytest_configure(config):
     # in a script) stays ignored, as pytest would leave it
     _GUARD["handlers"] = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)
                           if signal.getsignal(s) is not signal.SIG_IGN}
+
+
+def _reguard() -> None:
+    """Put :func:`_interrupted` back where something replaced it: creating a SparkContext in
+    the main thread installs pyspark's own SIGINT handler (it cancels the jobs through the
+    JVM and raises KeyboardInterrupt, and kills nothing)."""
+    for s in _GUARD.get("handlers", {}):
+        if signal.getsignal(s) is not _interrupted:
+            signal.signal(s, _interrupted)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    _reguard()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):
+    _reguard()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say what the SIGINT/SIGTERM handler stopped and deleted (its own output is captured)."""
+    if "report" in _GUARD:
+        terminalreporter.write_line(_GUARD["report"])
 
 
 def pytest_unconfigure(config):
@@ -255,6 +280,7 @@ def spark():
     import spark_amqp
 
     spark_amqp.register(session)
+    _reguard()   # the SparkContext replaced the SIGINT handler
     yield session
     session.stop()
 

@@ -99,10 +99,10 @@ def name_age_hours(name: str, now: float | None = None) -> float | None:
 
 # --------------------------------------------------------------------------- processes
 
-def session_processes(sid: str, exclude=()) -> list:
+def session_processes(sid: str, exclude=(), descendants: bool = True) -> list:
     """The live processes (psutil) whose environment carries session ``sid``, and every
     descendant of this process (but the watchdog of another session: it cleans up after its own
-    pytest), except the pids in ``exclude`` and this process."""
+    pytest; with ``descendants`` only), except the pids in ``exclude`` and this process."""
     import psutil
 
     skip = set(exclude) | {os.getpid()}
@@ -115,6 +115,8 @@ def session_processes(sid: str, exclude=()) -> list:
                 found[p.pid] = p
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             pass
+    if not descendants:
+        return list(found.values())
     try:
         for p in psutil.Process().children(recursive=True):
             try:
@@ -135,11 +137,13 @@ def session_processes(sid: str, exclude=()) -> list:
 
 
 def kill_session(sid: str | None = None, exclude=(), grace: float = 3.0,
-                 timeout: float = 30.0) -> list[str]:
+                 timeout: float = 30.0, descendants: bool = True) -> list[str]:
     """Stop every process of session ``sid`` (:func:`session_processes`): SIGTERM (a JVM runs
     its shutdown hooks and deletes its temporary folders), SIGKILL to what is left after
     ``grace`` seconds, again until none is found (a ``pyspark.daemon`` forks while it dies) or
-    ``timeout`` seconds passed. Returns ``"<pid> <command>"`` of each process signalled."""
+    ``timeout`` seconds passed (``descendants=False``: only the processes carrying ``sid``,
+    for another session than this process's). Returns ``"<pid> <command>"`` of each process
+    signalled."""
     import psutil
 
     sid = sid or session_id()
@@ -147,7 +151,7 @@ def kill_session(sid: str | None = None, exclude=(), grace: float = 3.0,
     done: list[str] = []
     sig = signal.SIGTERM
     while time.monotonic() < deadline:
-        procs = session_processes(sid, exclude)
+        procs = session_processes(sid, exclude, descendants)
         if not procs:
             break
         for p in procs:

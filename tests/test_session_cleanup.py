@@ -49,30 +49,46 @@ def _carrying(sid: str) -> list[psutil.Process]:
     return out
 
 
-def _names(sid: str, amqp_url: str) -> list[str]:
+def _objects(sid: str, columns: str = "name") -> list[dict]:
+    """The queues and exchanges on RabbitMQ whose names start with session ``sid``'s prefix
+    (``kind`` "queue" or "exchange", and ``columns`` of the management API)."""
     prefix = session_guard.session_prefix(sid)
     out = []
     for kind in ("queues", "exchanges"):
-        out += [f"{kind[:-1]} {o['name']}" for o in session_guard._api(
-            "GET", f"api/{kind}?columns=name", session_guard.MANAGEMENT_URL, "guest", "guest")
-            if o["name"].startswith(prefix)]
+        for o in session_guard._api("GET", f"api/{kind}?columns={columns}",
+                                    session_guard.MANAGEMENT_URL, "guest", "guest"):
+            if o["name"].startswith(prefix):
+                out.append(dict(o, kind=kind[:-1]))
     return out
 
 
-def _up(child: psutil.Process, sid: str, amqp_url: str) -> str | None:
-    """What is not up yet in the child's session ("" when everything is)."""
-    procs = _carrying(sid)
-    cmd = {p.pid: " ".join(p.cmdline()) for p in procs if p.is_running()}
-    java = [c for c in cmd.values() if "org.apache.spark.deploy.SparkSubmit" in c]
+def _names(sid: str) -> list[str]:
+    return [f"{o['kind']} {o['name']}" for o in _objects(sid)]
+
+
+def _up(sid: str) -> str:
+    """What is not up yet in the child's session ("" when everything is): the live test's
+    query consuming its queue (so its publisher writes), the background crash run's queue
+    and query runner, the two JVMs (the session's, the runner's) and a pyspark.daemon."""
+    cmd = []
+    for p in _carrying(sid):
+        try:
+            cmd.append(" ".join(p.cmdline()))
+        except psutil.Error:
+            pass
+    queues = [o for o in _objects(sid, "name,consumers") if o["kind"] == "queue"]
+    java = [c for c in cmd if "org.apache.spark.deploy.SparkSubmit" in c]
     missing = []
-    if not any("source_query_runner.py" in c for c in cmd.values()):
-        missing.append("the background run's query runner")
+    if not any(".live-queue." in q["name"] and q.get("consumers") for q in queues):
+        missing.append("the live test's query on its queue")
+    if not any(".crash." in q["name"] for q in queues):
+        missing.append("the crash run's queue")
+    if not any("source_query_runner.py" in c for c in cmd):
+        missing.append("the crash run's query runner")
     if len(java) < 2:
         missing.append(f"two JVMs (the session's and the runner's; {len(java)})")
-    if not any("pyspark.daemon" in c for c in cmd.values()):
+    if not any("pyspark.daemon" in c for c in cmd):
         missing.append("a pyspark.daemon")
-    if len([n for n in _names(sid, amqp_url) if n.startswith("queue")]) < 2:
-        missing.append("the two queues on RabbitMQ")
     return "; ".join(missing)
 
 
@@ -91,24 +107,30 @@ def test_interrupted_session_leaves_nothing(rabbitmq_url, tmp_path, how):
         deadline = time.monotonic() + 240
         missing = "the child's session"
         while missing and proc.poll() is None and time.monotonic() < deadline:
-            missing = _up(child, sid, rabbitmq_url)
+            missing = _up(sid)
             time.sleep(0.5)
         assert not missing, (f"not up after {time.monotonic() - started:.0f} s: {missing}\n"
                              f"{(tmp_path / 'child.log').read_text()[-3000:]}")
         up_at = time.monotonic() - started
         tree = {p.pid: p for p in [child, *child.children(recursive=True), *_carrying(sid)]}
-        names = _names(sid, rabbitmq_url)
+        names = _names(sid)
         if how == "SIGKILL":
             proc.kill()                       # pytest alone: its watchdog cleans up
         else:                                 # the terminal's foreground group, as Ctrl-C / kill
             os.killpg(proc.pid, getattr(signal, how))
+        signalled = time.monotonic()
         rc = proc.wait(timeout=120)
-        gone_at = time.monotonic() - started
+        gone_in = time.monotonic() - signalled
 
         def left():
-            return ([f"{p.pid} {' '.join(p.cmdline())[:150]}" for p in tree.values()
-                     if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-                    + [f"{p.pid} {' '.join(p.cmdline())[:150]}" for p in _carrying(sid)])
+            out = []
+            for p in [*tree.values(), *_carrying(sid)]:
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        out.append(f"{p.pid} {' '.join(p.cmdline())[:150]}")
+                except psutil.Error:
+                    pass
+            return out
 
         # SIGKILL: the watchdog polls twice a second, then stops the processes (SIGTERM, 3 s,
         # SIGKILL); the other signals are handled before pytest exits
@@ -116,16 +138,17 @@ def test_interrupted_session_leaves_nothing(rabbitmq_url, tmp_path, how):
         while left() and time.monotonic() < deadline:
             time.sleep(0.5)
         print(f"\n[{how}] up after {up_at:.0f} s ({len(tree)} processes, {len(names)} names "
-              f"on RabbitMQ), child exited {rc} after {gone_at:.0f} s")
+              f"on RabbitMQ), child exited {rc} {gone_in:.1f} s after the signal, nothing left "
+              f"{time.monotonic() - signalled:.1f} s after it")
         assert not left(), f"left behind after {how}:\n" + "\n".join(left())
-        while _names(sid, rabbitmq_url) and time.monotonic() < deadline:
+        while _names(sid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert _names(sid, rabbitmq_url) == []
+        assert _names(sid) == []
         if how != "SIGKILL":
             assert rc == 2, (tmp_path / "child.log").read_text()[-3000:]   # "interrupted"
     finally:
         if proc.poll() is None:
             proc.kill()
-        session_guard.kill_session(sid)
+        session_guard.kill_session(sid, descendants=False)
         session_guard.delete_session_objects(sid, amqp_url=rabbitmq_url)
         log.close()
