@@ -99,7 +99,8 @@ def _interrupted(signum, frame):
         background.cancel_all()
         watchdog = _GUARD.get("watchdog")
         killed = session_guard.kill_session(exclude={watchdog.pid} if watchdog else ())
-        deleted = session_guard.delete_session_objects()
+        deleted = (session_guard.delete_session_objects(amqp_url=RABBITMQ_URL)
+                   if rabbitmq_available() else [])
         _GUARD["report"] = (f"{signal.Signals(signum).name}: stopped {len(killed)} processes of "
                             f"test session {session_guard.session_id()}, deleted {len(deleted)} "
                             f"of its queues/exchanges on RabbitMQ")

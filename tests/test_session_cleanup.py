@@ -98,9 +98,12 @@ def test_interrupted_session_leaves_nothing(rabbitmq_url, tmp_path, how):
     sid = session_guard.new_session_id()
     log = open(tmp_path / "child.log", "wb")
     started = time.monotonic()
+    # SIGINT as a terminal's foreground job has it (this pytest may run where it is ignored,
+    # as in a background job of a script, and the child would inherit that)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--session-id", sid,
-         f"--basetemp={tmp_path / 'base'}", *CHILD_TESTS],
+        [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+         "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "--session-id", sid, f"--basetemp={tmp_path / 'base'}", *CHILD_TESTS],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     child = psutil.Process(proc.pid)
     try:
