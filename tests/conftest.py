@@ -116,7 +116,8 @@ def pytest_configure(config):
     SIGINT/SIGTERM handler installed (:func:`_interrupted`)."""
     import session_guard
 
-    os.environ[session_guard.ENV] = config.getoption("--session-id") or session_guard.new_session_id()
+    sid = config.getoption("--session-id") or session_guard.new_session_id()
+    os.environ[session_guard.ENV] = sid
     if rabbitmq_available():
         session_guard.delete_session_objects(stale_hours=session_guard.STALE_HOURS,
                                              amqp_url=RABBITMQ_URL)

@@ -93,7 +93,8 @@ def name_age_hours(name: str, now: float | None = None) -> float | None:
     m = _NAME.match(name)
     if m is None:
         return None
-    start = datetime.strptime(m.group(1).split("-")[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    start = datetime.strptime(m.group(1).split("-")[0], "%Y%m%dT%H%M%SZ")
+    start = start.replace(tzinfo=timezone.utc)
     return ((time.time() if now is None else now) - start.timestamp()) / 3600
 
 
@@ -170,7 +171,8 @@ def kill_session(sid: str | None = None, exclude=(), grace: float = 3.0,
 
 def _api(method: str, path: str, url: str, user: str, password: str, timeout: float = 10.0):
     req = urllib.request.Request(urllib.parse.urljoin(url, path), method=method)
-    req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    req.add_header("Authorization", f"Basic {token}")
     with urllib.request.urlopen(req, timeout=timeout) as r:
         body = r.read()
     return json.loads(body) if body else None

@@ -36,6 +36,10 @@ CHILD_TESTS = [
     "tests/spark/test_queues_crash.py::test_crash_restart_loses_nothing[rabbitmq]",
 ]
 
+#: ``python -c DEFAULT_SIGINT ARGS``: ``python ARGS`` with SIGINT at its default action
+DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
 
 def _carrying(sid: str) -> list[psutil.Process]:
     """Live processes (not zombies) whose environment carries session ``sid``."""
@@ -101,8 +105,7 @@ def test_interrupted_session_leaves_nothing(rabbitmq_url, tmp_path, how):
     # SIGINT as a terminal's foreground job has it (this pytest may run where it is ignored,
     # as in a background job of a script, and the child would inherit that)
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-         "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [sys.executable, "-c", DEFAULT_SIGINT, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "--session-id", sid, f"--basetemp={tmp_path / 'base'}", *CHILD_TESTS],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     child = psutil.Process(proc.pid)
