@@ -95,6 +95,10 @@ def _interrupted(signum, frame):
     if _GUARD.get("killing"):
         return
     _GUARD["killing"] = True
+    if "session" in _GUARD:
+        # pytest stops after the test that runs now, even if a `finally` of that test turns
+        # the KeyboardInterrupt into another error (say, q.stop() on the dead JVM)
+        _GUARD["session"].shouldstop = f"{signal.Signals(signum).name}: interrupted"
     try:
         background.cancel_all()
         watchdog = _GUARD.get("watchdog")
@@ -126,6 +130,10 @@ def pytest_configure(config):
     # in a script) stays ignored, as pytest would leave it
     _GUARD["handlers"] = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)
                           if signal.getsignal(s) is not signal.SIG_IGN}
+
+
+def pytest_sessionstart(session):
+    _GUARD["session"] = session
 
 
 def _reguard() -> None:

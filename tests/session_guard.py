@@ -169,13 +169,23 @@ def kill_session(sid: str | None = None, exclude=(), grace: float = 3.0,
 
 # --------------------------------------------------------------------------- RabbitMQ names
 
-def _api(method: str, path: str, url: str, user: str, password: str, timeout: float = 10.0):
+def _api(method: str, path: str, url: str, user: str, password: str, timeout: float = 10.0,
+         tries: int = 5):
+    """One call of the management API: the JSON answer (None for an empty one). A 5xx answer
+    is tried again (up to ``tries`` times, 0.5 s apart): RabbitMQ 3.10.8 answers a listing
+    with 500 now and then while queues are deleted meanwhile. Raises urllib's errors."""
     req = urllib.request.Request(urllib.parse.urljoin(url, path), method=method)
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     req.add_header("Authorization", f"Basic {token}")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        body = r.read()
-    return json.loads(body) if body else None
+    for attempt in range(tries):
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                body = r.read()
+            return json.loads(body) if body else None
+        except urllib.error.HTTPError as e:
+            if e.code < 500 or attempt == tries - 1:
+                raise
+            time.sleep(0.5)
 
 
 def delete_session_objects(sid: str | None = None, stale_hours: float | None = None,
