@@ -8,13 +8,19 @@ PY := $(VENV)/bin/python
 
 # setup.py compiles the optional compiled twins (spark_amqp/**/_*.pyx, Cython; listed in setup.py)
 $(VENV)/.installed: pyproject.toml setup.py $(wildcard spark_amqp/*/_*.pyx spark_amqp/*/*/_*.pyx spark_amqp/*/_*.pxd)
+	@echo "==> creating the virtual environment $(VENV) (once; later runs reuse it)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "==> upgrading pip in $(VENV)"
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,examples,broker,docs]'
+	@echo "==> installing spark-amqp with its test, examples, broker and docs extras (PySpark and"
+	@echo "    ~110 other packages, then compiling the Cython twins): about 3 minutes on 2 cores"
+	$(PY) -m pip install -e '.[test,examples,broker,docs]'
+	@echo "==> compiling the package's bytecode"
 	# bytecode for the editable install (also where PYTHONDONTWRITEBYTECODE is set): the
 	# generated codec (spark_amqp/protocol/methods.py) then imports without compiling
 	$(PY) -m compileall -q spark_amqp
 	touch $@
+	@echo "==> $(VENV) is ready"
 
 venv: $(VENV)/.installed
 

@@ -39,6 +39,11 @@ QUIET_FIRST = ("broker", "client", "management", "faults", "protocol")
 #: beside the crash runs failed that on 2 cores (load average ~14)
 SLOTS = 2
 
+#: the open BackgroundRuns of this process (:func:`cancel_all`)
+_OPEN: list = []
+#: the subprocesses of the runs now running (:func:`in_subprocess`), killed by ``close()``
+_RUNNING: set = set()
+
 
 class BackgroundRuns:
     """The session's slow runs: at most :data:`SLOTS` at once, in the order submitted.
@@ -50,6 +55,7 @@ class BackgroundRuns:
     def __init__(self, slots: int = SLOTS):
         self._pool = ThreadPoolExecutor(slots, thread_name_prefix="background-run")
         self.runs: dict[Any, Future] = {}
+        _OPEN.append(self)
 
     def submit(self, key: Any, fn: Callable, *args: Any) -> Future:
         f = self._pool.submit(fn, *args)
@@ -61,10 +67,63 @@ class BackgroundRuns:
         return {key[1]: f for key, f in self.runs.items()
                 if isinstance(key, tuple) and key[0] == name}
 
+    def cancel(self) -> None:
+        """Cancel the runs not started yet (the session was interrupted)."""
+        for f in list(self.runs.values()):
+            f.cancel()
+
     def close(self) -> None:
-        for f in self.runs.values():
-            f.cancel()   # not started yet (the session was interrupted)
+        """Cancel the runs not started and kill the ones still running with every process
+        below them (the session ends without having taken their results: interrupted, or
+        stopped by ``-x``), then wait for the pool's threads."""
+        self.cancel()
+        for proc in list(_RUNNING):
+            _kill_tree(proc.pid)
         self._pool.shutdown(wait=True)
+        if self in _OPEN:
+            _OPEN.remove(self)
+
+
+def cancel_all() -> None:
+    """Cancel the runs not started yet of every open :class:`BackgroundRuns` (the session's
+    SIGINT/SIGTERM handler, before it kills the running ones: tests/session_guard.py)."""
+    for runs in list(_OPEN):
+        runs.cancel()
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it (psutil; the query runners are in sessions
+    of their own, Spark's pyspark.daemon in process groups of their own)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def run_tracked(args: list, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(args, capture_output=True, timeout=timeout, **kwargs)`` for a slow run
+    (a flight demo): the process is known to ``BackgroundRuns.close()``, which kills it and
+    everything below it when the session ends first; a timeout kills that tree too and
+    raises ``subprocess.TimeoutExpired``."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc.pid)
+        proc.communicate()
+        raise
+    finally:
+        _RUNNING.discard(proc)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def in_subprocess(module_file: str | Path, function: str, broker_url: str, tmp_path: Path,
@@ -83,13 +142,16 @@ def in_subprocess(module_file: str | Path, function: str, broker_url: str, tmp_p
         proc = subprocess.Popen(
             [sys.executable, __file__, str(module_file), function, broker_url, str(tmp_path),
              str(result)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        _RUNNING.add(proc)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _kill_tree(proc.pid)
             proc.wait()
             raise AssertionError(f"{Path(module_file).name}::{function} did not finish in "
                                  f"{timeout:.0f} s; its log ends:\n{log.read_text()[-6000:]}")
+        finally:
+            _RUNNING.discard(proc)
     if rc != 0:
         raise AssertionError(f"{Path(module_file).name}::{function} failed (exit {rc}):\n"
                              f"{log.read_text()[-8000:]}")

@@ -8,9 +8,9 @@ SPARK_AMQP_REQUIRE_RABBITMQ=1 (set by .ci/run), which turns the skip into a fail
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
-import uuid
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -71,6 +71,111 @@ def require_rabbitmq() -> str:
     if REQUIRE_RABBITMQ:
         pytest.fail(reason + " (SPARK_AMQP_REQUIRE_RABBITMQ=1 makes this a failure)")
     pytest.skip(reason)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--session-id", default=None,
+                     help="the test session's id (tests/session_guard.py; default: a new one "
+                          "from the time): names and processes of the session carry it")
+
+
+#: the session's watchdog process (tests/session_guard.py start_watchdog) and the signal
+#: handlers it replaced
+_GUARD: dict = {}
+
+
+def _interrupted(signum, frame):
+    """SIGINT/SIGTERM: stop the background runs from starting more, kill every process of the
+    session and delete its names on RabbitMQ now, then unwind as Ctrl-C does (the teardowns
+    then find dead processes instead of waiting for them). A second signal meanwhile is
+    ignored so that the cleanup finishes (the watchdog does it if pytest is SIGKILLed)."""
+    import background
+    import session_guard
+
+    if _GUARD.get("killing"):
+        return
+    _GUARD["killing"] = True
+    if "session" in _GUARD:
+        # pytest stops after the test that runs now, even if a `finally` of that test turns
+        # the KeyboardInterrupt into another error (say, q.stop() on the dead JVM)
+        _GUARD["session"].shouldstop = f"{signal.Signals(signum).name}: interrupted"
+    try:
+        background.cancel_all()
+        watchdog = _GUARD.get("watchdog")
+        killed = session_guard.kill_session(exclude={watchdog.pid} if watchdog else ())
+        deleted = (session_guard.delete_session_objects(amqp_url=RABBITMQ_URL)
+                   if rabbitmq_available() else [])
+        _GUARD["report"] = (f"{signal.Signals(signum).name}: stopped {len(killed)} processes of "
+                            f"test session {session_guard.session_id()}, deleted {len(deleted)} "
+                            f"of its queues/exchanges on RabbitMQ")
+    finally:
+        _GUARD["killing"] = False
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config):
+    """The session's id in the environment (tests/session_guard.py: every process the session
+    starts carries it and every name it declares starts with it), leftovers of sessions older
+    than session_guard.STALE_HOURS deleted from RabbitMQ, the watchdog started and the
+    SIGINT/SIGTERM handler installed (:func:`_interrupted`)."""
+    import session_guard
+
+    sid = config.getoption("--session-id") or session_guard.new_session_id()
+    os.environ[session_guard.ENV] = sid
+    if rabbitmq_available():
+        session_guard.delete_session_objects(stale_hours=session_guard.STALE_HOURS,
+                                             amqp_url=RABBITMQ_URL)
+    _GUARD["watchdog"] = session_guard.start_watchdog()
+    # a SIGINT ignored from the start (a background job of a non-interactive shell: `make test &`
+    # in a script) stays ignored, as pytest would leave it
+    _GUARD["handlers"] = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)
+                          if signal.getsignal(s) is not signal.SIG_IGN}
+
+
+def pytest_sessionstart(session):
+    _GUARD["session"] = session
+
+
+def _reguard() -> None:
+    """Put :func:`_interrupted` back where something replaced it: creating a SparkContext in
+    the main thread installs pyspark's own SIGINT handler (it cancels the jobs through the
+    JVM and raises KeyboardInterrupt, and kills nothing)."""
+    for s in _GUARD.get("handlers", {}):
+        if signal.getsignal(s) is not _interrupted:
+            signal.signal(s, _interrupted)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    _reguard()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):
+    _reguard()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say what the SIGINT/SIGTERM handler stopped and deleted (its own output is captured)."""
+    if "report" in _GUARD:
+        terminalreporter.write_line(_GUARD["report"])
+
+
+def pytest_unconfigure(config):
+    """The session finalizer (after every fixture's teardown, also after an interruption):
+    kill what is left of the session's processes, delete its names on RabbitMQ, stop the
+    watchdog, put the signal handlers back."""
+    import session_guard
+
+    for s, h in _GUARD.pop("handlers", {}).items():
+        signal.signal(s, h)
+    watchdog = _GUARD.pop("watchdog", None)
+    session_guard.kill_session(exclude={watchdog.pid} if watchdog else ())
+    if rabbitmq_available():
+        session_guard.delete_session_objects(amqp_url=RABBITMQ_URL)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
@@ -154,10 +259,12 @@ def broker_url(request) -> str:
 
 @pytest.fixture
 def unique():
-    """A factory of unique names for queues/exchanges: ``unique("orders")``."""
-    def make(prefix: str = "t") -> str:
-        return f"spark-amqp-test.{prefix}.{uuid.uuid4().hex[:10]}"
-    return make
+    """A factory of unique names for queues/exchanges/streams: ``unique("orders")`` ->
+    ``spark-amqp-test.<session id>.orders.<10 hex>`` (tests/session_guard.py unique_name: the
+    session finalizer deletes what carries the session's prefix from RabbitMQ)."""
+    from session_guard import unique_name
+
+    return unique_name
 
 
 @pytest.fixture(scope="session")
@@ -183,6 +290,7 @@ def spark():
     import spark_amqp
 
     spark_amqp.register(session)
+    _reguard()   # the SparkContext replaced the SIGINT handler
     yield session
     session.stop()
 

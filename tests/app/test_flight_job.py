@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from background import run_tracked
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "flight_delays.py"
@@ -81,11 +82,11 @@ def _run_demo(out: Path, *extra: str, limit: int = LIMIT):
     machine running several JVMs at once); the first try's stderr is kept in ``out``."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     for attempt in (1, 2):
-        proc = subprocess.run(
+        proc = run_tracked(
             [sys.executable, str(JOB), "--demo", "--limit", str(limit), "--output",
              str(out / "run"), "--no-progress", "--json-result", str(out / "result.json"),
              *extra],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+            cwd=ROOT, env=env, text=True, timeout=400)
         if proc.returncode == 0 or WORKER_TOO_SLOW not in proc.stderr or attempt == 2:
             return proc
         (out / "first-try-stderr.txt").write_text(proc.stderr)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-import uuid
 from urllib.parse import urlparse
 
 import pytest
 
 from spark_amqp.protocol import stream as S
+from session_guard import unique_name
 
 RABBITMQ_STREAM_PORT = 5552
 
@@ -144,7 +144,7 @@ def streams(stream_broker):
 
     def make(create: bool = True, arguments: dict | None = None) -> str:
         """A new stream's name; ``arguments``: the protocol's (``{"max-age": "1h"}``)."""
-        name = f"h38b-{uuid.uuid4().hex[:10]}"
+        name = unique_name("h38b")
         if create:
             assert c.rpc(S.CreateStream(0, name, dict(arguments or {}))).code == S.Code.OK
         made.append(name)

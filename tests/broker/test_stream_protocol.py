@@ -15,6 +15,7 @@ import pytest
 from spark_amqp.protocol import stream as S
 from spark_amqp.protocol.stream import Code, OffsetSpec, OffsetType
 from stream_raw import RawStream, amqp10_data, stream_broker, streams  # noqa: F401
+from session_guard import unique_name
 
 rstream = pytest.importorskip("rstream")
 
@@ -215,7 +216,7 @@ def test_super_stream_created_over_0_9_1_routes_and_lists_partitions(stream_brok
     stream per partition bound with its key and x-stream-partition-order."""
     import pika
     port, url = stream_broker
-    name = "h38b-super-" + uuid.uuid4().hex[:6]
+    name = unique_name("h38b-super")
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
     ch.exchange_declare(name, "direct", durable=True, arguments={"x-super-stream": True})

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import uuid
 from urllib.parse import urlparse
 
 import pytest
+from session_guard import unique_name
 
 STREAM_URL = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL",
                             "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F")
@@ -67,7 +67,7 @@ def new_stream(client):
     made: list[str] = []
 
     def make(prefix: str = "h38p-stream", create: bool = True, **kw) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        name = unique_name(prefix)
         if create:
             client.create_stream(name, **kw)
         made.append(name)

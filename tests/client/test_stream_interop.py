@@ -8,7 +8,6 @@ one)."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
@@ -19,6 +18,7 @@ from spark_amqp.client.streams import declare_super_stream
 from spark_amqp.protocol import BasicProperties
 from spark_amqp.protocol.amqp10 import Message, Properties, decode_message, encode_message
 from spark_amqp.protocol.stream.errors import StreamDoesNotExist
+from session_guard import unique_name
 
 needs_rstream = pytest.mark.skipif(not have_rstream(), reason="rstream is not installed")
 
@@ -127,7 +127,7 @@ def test_this_client_reads_what_rstream_wrote(client, new_stream, stream_url):
 
 
 def test_super_stream_route_and_partitions(client, amqp_url):
-    name = f"h38p-super-{uuid.uuid4().hex[:8]}"
+    name = unique_name("h38p-super")
     with connect_091(amqp_url) as c:
         ch = c.channel()
         parts = declare_super_stream(ch, name, 3)

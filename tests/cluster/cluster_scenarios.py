@@ -27,13 +27,17 @@ import json
 import sys
 import urllib.parse
 import urllib.request
-import uuid
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import spark_amqp
 from spark_amqp.client import connect
+
+# spark-submit runs this file without tests/ on sys.path: the names' helper is there
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from session_guard import unique_name  # noqa: E402
 
 
 def unacked(management: str | None, queue: str) -> int | None:
@@ -64,7 +68,7 @@ def write(df, uri: str, queue: str) -> None:
 
 
 def queue_mode(spark, b: dict, n: int, out: str) -> dict:
-    uri, queue = b["uri"], f"spark-amqp-test.cluster-q.{uuid.uuid4().hex[:10]}"
+    uri, queue = b["uri"], unique_name("cluster-q")
     res: dict = {"queue": queue, "batches": []}
     with connect(uri) as conn:
         conn.channel().queue_declare(queue, durable=True)
@@ -98,7 +102,7 @@ def queue_mode(spark, b: dict, n: int, out: str) -> dict:
 
 
 def stream_mode(spark, b: dict, n: int, out: str) -> dict:
-    uri, stream = b["uri"], f"spark-amqp-test.cluster-s.{uuid.uuid4().hex[:10]}"
+    uri, stream = b["uri"], unique_name("cluster-s")
     res: dict = {"stream": stream}
     with connect(uri) as conn:
         conn.channel().queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})

@@ -10,6 +10,7 @@ import urllib.parse
 import uuid
 
 import pytest
+from session_guard import unique_name
 
 rstream = pytest.importorskip("rstream")
 
@@ -58,7 +59,7 @@ async def _clients(port: int, stream: str, name: str, work):
 
 def test_stream_connections_publishers_consumers(api, request):
     port = _stream_port(api, request)
-    stream = "h38b-mgmt-" + uuid.uuid4().hex[:6]
+    stream = unique_name("h38b-mgmt")
     name = "h38b-" + uuid.uuid4().hex[:6]
     seen = {}
 

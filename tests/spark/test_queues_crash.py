@@ -8,13 +8,13 @@ from __future__ import annotations
 import random
 import subprocess
 import time
-import uuid
 
 import pytest
 
 from source_helpers import (broker_variants_at_once, broker_view, committed_sink_ids, declare,
                             delete, dump_group_stacks, fast_publish, kill_group, message_count,
                             start_runner, wait_until)
+from session_guard import unique_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -54,7 +54,7 @@ def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int]:
     """The runs of one broker (a thread of :func:`crash_runs`): publish, crash CRASHES times,
     finish with AvailableNow, wait for the queue to be empty; returns (sink path, crashes
     that hit a running batch). Raises AssertionError with the runner's log on a failure."""
-    q = f"spark-amqp-test.crash.{uuid.uuid4().hex[:10]}"
+    q = unique_name("crash")
     declare(broker_url, q, durable=True)
     try:
         fast_publish(broker_url, q, [b"%06d" % i for i in range(N)], persistent=True)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import random
 import subprocess
 import time
-import uuid
 
 import pytest
 
 from source_helpers import (PhasedPublisher, broker_variants_at_once, committed_sink_ids, delete,
                             dump_group_stacks, fast_publish, kill_group, wait_until)
 from stream_helpers import declare_stream, start_stream_runner
+from session_guard import unique_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -53,7 +53,7 @@ def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int, int, float]:
     start the live publisher, crash CRASHES times, stop the publisher, finish with
     AvailableNow; returns (sink path, messages published, crashes that hit a running batch,
     seconds). Raises AssertionError with the runner's log on a failure."""
-    s = f"spark-amqp-test.crash-stream.{uuid.uuid4().hex[:10]}"
+    s = unique_name("crash-stream")
     declare_stream(broker_url, s)
     pub = None
     try:
