@@ -54,6 +54,7 @@ from ..protocol.stream import Code, OffsetType
 from .auth import MECHANISMS, TLS_CLIENT_CERT_MECHANISMS, AuthFailure, authenticate, authenticate_external, \
     check_loopback
 from .listener_guard import UNGUARDED
+from .versions import BEHAVIOURS
 from .stream_filter import StreamMatcher
 from .stream_manager import (create_stream, create_super_stream, delete_stream, delete_super_stream, lookup_stream,
                              partitions, route)
@@ -63,7 +64,7 @@ __all__ = ["StreamServerProtocol", "Subscription", "Publisher", "RABBITMQ_VERSIO
 log = logging.getLogger("spark_amqp.broker.stream")
 
 #: the version a stream-protocol client is told (clients gate commands on it)
-RABBITMQ_VERSIONS = {"3.10": "3.10.8", "4.3": "4.3.5"}
+RABBITMQ_VERSIONS = {v: b.release for v, b in BEHAVIOURS.items()}  # mode -> release reported
 _SINCE_3_11 = (S.ExchangeCommandVersions, S.StreamStats, S.CreateSuperStream, S.DeleteSuperStream,
                S.ResolveOffsetSpec, S.ConsumerUpdateResponse)
 _CLOSE_WAIT = 3.0        # seconds to wait for the client's close response
