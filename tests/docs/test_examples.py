@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,12 +30,20 @@ def test_streams_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
     blocks = code_blocks(section("A runnable example", DOCS / "streams.md"), "python")
     assert len(blocks) == 3, "the streams page's example changed: update this test"
     monkeypatch.chdir(tmp_path)
+    import atexit
+
+    at_exit = []   # what the example registers to run when Python exits, run at the end here
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: at_exit.append((fn, a, k)))
     ns: dict = {"__name__": "__streams_example__"}
     try:
         exec(compile("\n".join(blocks), "docs/streams.md#a-runnable-example", "exec"), ns)
     finally:
         if ns.get("broker") is not None:
             ns["broker"].stop()
+        for fn, a, k in at_exit:
+            fn(*a, **k)
+    # the example's temporary folder (/tmp/streams-example-*) is gone at exit
+    assert ns["out"].startswith(tempfile.gettempdir()) and not os.path.exists(ns["out"])
     out = capsys.readouterr().out
     assert ns["spark"] is spark
     assert "events read: 2000" in out, out
