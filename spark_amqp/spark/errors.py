@@ -39,7 +39,8 @@ __all__ = ["AmqpSparkError", "SinkOptionError", "SinkSchemaError", "SinkDataErro
            "AmqpSinkError", "QueueMissing", "QueueUnavailable", "ConsumerCancelled",
            "MessageTooLarge", "PartitionFetchError", "UndecodableMessages", "StreamMissing",
            "NotAStream", "DataLoss", "ReadTimeout", "BrokerUnreachable",
-           "StreamBrokerUnreachable"]
+           "StreamBrokerUnreachable", "lead_with_message", "leads_with_message",
+           "leading_errors"]
 
 #: the stream mode's name for :class:`~spark_amqp.client.failover.BrokerUnreachable` (one
 #: class since issue 43)
@@ -139,3 +140,91 @@ class DataLoss(AmqpSparkError, RuntimeError):
 
 class ReadTimeout(AmqpSparkError, TimeoutError):
     """No delivery for ``readTimeout`` seconds while reading a planned range."""
+
+
+# -- what the user sees first -----------------------------------------------------------------
+
+def lead_with_message(err: BaseException) -> BaseException:
+    """``err``, changed so that the text PySpark shows for it *starts* with its message.
+
+    PySpark sends a Python data source's exception to the JVM as the whole formatted traceback
+    (``pyspark.util.handle_worker_exception``: ``traceback.TracebackException(...).format()``),
+    and the JVM wraps it: ``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source
+    instance: Traceback (most recent call last): ...`` (``[PYTHON_STREAMING_DATA_SOURCE_
+    RUNTIME_ERROR] ...`` for a streaming callback), so the project's message was the last line
+    of 1.5-3.5 KB. A chained exception is formatted cause first, and one never raised has no
+    traceback, so it is formatted as its one line (``module.Class: message``): a traceback-less
+    copy of ``err`` is attached as the cause at the root of ``err``'s chain (the innermost
+    ``__cause__``, or shown ``__context__``), which makes the first line of what the user
+    sees ``[...] Failed to ...: spark_amqp.spark.errors.QueueMissing: Queue 'x' does not
+    exist ...``; the tracebacks follow unchanged. Idempotent; returns ``err``."""
+    if getattr(err, "_spark_amqp_lead", False):
+        return err
+    copy = _traceback_less_copy(err)
+    copy._spark_amqp_lead = True  # type: ignore[attr-defined]
+    err._spark_amqp_lead = True  # type: ignore[attr-defined]
+    root, seen = err, {id(err)}
+    while True:
+        nxt = root.__cause__ if root.__cause__ is not None else \
+            (None if root.__suppress_context__ else root.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        root = nxt
+    if root.__traceback__ is None and str(root) == str(err):
+        return err  # already led by a traceback-less twin (the client's copy_error chains)
+    root.__cause__ = copy
+    return err
+
+
+def _traceback_less_copy(err: BaseException) -> BaseException:
+    """A fresh exception of ``err``'s type and text (no traceback, no chain); an exception of
+    a class whose constructor will not take ``err``'s args gets an ``Exception`` named like
+    ``err``'s class, so that the line formatted for it reads the same."""
+    try:
+        new = type(err)(*err.args)
+        if str(new) == str(err):
+            new.__dict__.update(getattr(err, "__dict__", {}))
+            new.__dict__.pop("_spark_amqp_lead", None)
+            return new
+    except Exception:  # noqa: BLE001 - any constructor: fall back below
+        pass
+    cls = type(type(err).__name__, (Exception,), {"__module__": type(err).__module__,
+                                                  "__qualname__": type(err).__qualname__})
+    return cls(str(err))
+
+
+def leads_with_message(fn):
+    """Decorator of the methods Spark calls (the data source's, the readers' and writers'):
+    an ``Exception`` raised through ``fn`` (or, for a generator function such as ``read``,
+    while iterating it) is re-raised after :func:`lead_with_message`."""
+    import functools
+    import inspect
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generate(*args, **kwargs):
+            try:
+                return (yield from fn(*args, **kwargs))
+            except Exception as exc:
+                raise lead_with_message(exc)
+        return generate
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise lead_with_message(exc)
+    return call
+
+
+def leading_errors(*names: str):
+    """Class decorator: wraps the methods ``names`` of the class (those it defines) with
+    :func:`leads_with_message`."""
+    def wrap(cls):
+        for name in names:
+            if name in cls.__dict__:
+                setattr(cls, name, leads_with_message(cls.__dict__[name]))
+        return cls
+    return wrap
