@@ -204,3 +204,16 @@ def test_broker_log_file_and_new_data_dir_are_logged(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_a_command_pointed_at_the_management_port_says_so(run):
+    """The management port answers HTTP: one line naming it and AMQP's usual port, no "is it
+    running?" (it is) and no traceback (ProtocolMismatch was not caught)."""
+    from spark_amqp import EmbeddedBroker
+
+    with EmbeddedBroker(management=True) as b:
+        r = run("depth", "q", "--uri", f"amqp://guest:guest@127.0.0.1:{b.management_port}/%2F")
+    assert r.exit_code == 1
+    assert "answered in HTTP ('HTTP/1.0 400 Bad Request'), not AMQP 0-9-1: is this the " \
+        "management port? AMQP 0-9-1 is usually on port 5672" in r.stderr, r.stderr
+    assert "is it running" not in r.stderr and "Traceback" not in r.stderr
