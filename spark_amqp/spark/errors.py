@@ -144,54 +144,48 @@ class ReadTimeout(AmqpSparkError, TimeoutError):
 
 # -- what the user sees first -----------------------------------------------------------------
 
+def _user_facing(exc: BaseException) -> bool:
+    """True for the errors that are the user's to act on (a bad option, a missing queue, a
+    broker that refuses or cannot be reached), whose message says it all; False for bugs
+    (``TypeError``, ``AttributeError``, ...), whose traceback is what helps."""
+    from ..client.errors import ClientError
+    from ..protocol.errors import AMQPError
+
+    return isinstance(exc, (AmqpSparkError, ValueError, AMQPError, OSError, ClientError))
+
+
+def _in_pyspark_worker() -> bool:
+    """True in a Python process PySpark started (its ``__main__`` is ``pyspark.daemon`` or a
+    ``pyspark.sql.worker``/``pyspark.sql.streaming`` runner), False in the user's own."""
+    import sys
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (getattr(spec, "name", None) or "").startswith("pyspark.")
+
+
 def lead_with_message(err: BaseException) -> BaseException:
-    """``err``, changed so that the text PySpark shows for it *starts* with its message.
+    """Make what PySpark shows for ``err`` *start* with its message; returns ``err``.
 
-    PySpark sends a Python data source's exception to the JVM as the whole formatted traceback
-    (``pyspark.util.handle_worker_exception``: ``traceback.TracebackException(...).format()``),
-    and the JVM wraps it: ``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source
-    instance: Traceback (most recent call last): ...`` (``[PYTHON_STREAMING_DATA_SOURCE_
-    RUNTIME_ERROR] ...`` for a streaming callback), so the project's message was the last line
-    of 1.5-3.5 KB. A chained exception is formatted cause first, and one never raised has no
-    traceback, so it is formatted as its one line (``module.Class: message``): a traceback-less
-    copy of ``err`` is attached as the cause at the root of ``err``'s chain (the innermost
-    ``__cause__``, or shown ``__context__``), which makes the first line of what the user
-    sees ``[...] Failed to ...: spark_amqp.spark.errors.QueueMissing: Queue 'x' does not
-    exist ...``; the tracebacks follow unchanged. Idempotent; returns ``err``."""
-    if getattr(err, "_spark_amqp_lead", False):
-        return err
-    copy = _traceback_less_copy(err)
-    copy._spark_amqp_lead = True  # type: ignore[attr-defined]
-    err._spark_amqp_lead = True  # type: ignore[attr-defined]
-    root, seen = err, {id(err)}
-    while True:
-        nxt = root.__cause__ if root.__cause__ is not None else \
-            (None if root.__suppress_context__ else root.__context__)
-        if nxt is None or id(nxt) in seen:
-            break
-        seen.add(id(nxt))
-        root = nxt
-    if root.__traceback__ is None and str(root) == str(err):
-        return err  # already led by a traceback-less twin (the client's copy_error chains)
-    root.__cause__ = copy
+    A Python data source's exception reaches the user as the text PySpark's worker sends the
+    JVM, wrapped: ``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance:
+    <text>`` (``[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data
+    source perform <callback>: <text>`` for the streaming callbacks). The worker makes
+    ``<text>`` in ``pyspark.util.handle_worker_exception``: the whole formatted traceback,
+    which starts with ``Traceback (most recent call last):`` and ends with the message (1.5 to
+    3.5 KB later; with ``SPARK_SIMPLIFIED_TRACEBACK``, on by default, it also drops the chain),
+    or only ``module.Class: message`` when ``SPARK_HIDE_TRACEBACK`` is set in the worker's
+    environment, read when the exception is handled. So for a user-facing error
+    (:func:`_user_facing`) raised in a PySpark worker process, this sets
+    ``SPARK_HIDE_TRACEBACK=1`` in that process: the first line becomes ``[...] Failed to ...:
+    spark_amqp.spark.errors.QueueMissing: Queue 'x' does not exist ... declare=true``. Both
+    runners exit right after reporting the error (``sys.exit(-1)``), so no later error of
+    that process is affected. Bugs keep their traceback; the user's own process (a direct
+    call, the tests) is never changed."""
+    import os
+
+    if _user_facing(err) and _in_pyspark_worker():
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
     return err
-
-
-def _traceback_less_copy(err: BaseException) -> BaseException:
-    """A fresh exception of ``err``'s type and text (no traceback, no chain); an exception of
-    a class whose constructor will not take ``err``'s args gets an ``Exception`` named like
-    ``err``'s class, so that the line formatted for it reads the same."""
-    try:
-        new = type(err)(*err.args)
-        if str(new) == str(err):
-            new.__dict__.update(getattr(err, "__dict__", {}))
-            new.__dict__.pop("_spark_amqp_lead", None)
-            return new
-    except Exception:  # noqa: BLE001 - any constructor: fall back below
-        pass
-    cls = type(type(err).__name__, (Exception,), {"__module__": type(err).__module__,
-                                                  "__qualname__": type(err).__qualname__})
-    return cls(str(err))
 
 
 def leads_with_message(fn):
