@@ -74,6 +74,9 @@ from .rules import check_permission
 __all__ = ["AMQPServerProtocol"]
 
 log = logging.getLogger("spark_amqp.broker")
+#: each connection's open, login and close, at INFO as RabbitMQ logs them; the command line's
+#: terminal hides this logger unless asked (`spark-amqp broker --log-connections`)
+conn_log = logging.getLogger("spark_amqp.broker.connections")
 
 _PUBLISH = spec.Basic.Publish.INDEX
 _PUBLISH_IDS = (spec.Basic.Publish.CLASS_ID, spec.Basic.Publish.METHOD_ID)
@@ -182,7 +185,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         self.local_address = local[0] if isinstance(local, tuple) and local else None
         transport.set_write_buffer_limits(high=self.broker.config.write_buffer_limit)
         self.broker.connections.add(self)
-        log.info("accepting AMQP connection from %s", self.peer)
+        conn_log.info("accepting AMQP connection from %s", self.peer)
         # RabbitMQ's handshake_timeout is the listener guard's (Broker.listen): it runs until
         # connection.open-ok (self.admission.handshake_done()), then heartbeats take over
 
@@ -190,7 +193,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if self.user is not None and self.state not in ("closed", "closing"):
             log.warning("client %s (user %r) closed the socket without connection.close", self.peer, self.user)
         self._cleanup()
-        log.info("closed AMQP connection from %s", self.peer)
+        conn_log.info("closed AMQP connection from %s", self.peer)
 
     def pause_writing(self) -> None:
         self.writable = False
@@ -451,7 +454,7 @@ class AMQPServerProtocol(asyncio.Protocol):
         if idx == spec.Connection.Close.INDEX:
             self.send_method(0, spec.Connection.CloseOk())
             self.flush()
-            log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
+            conn_log.info("client %s closed the connection (%s %s)", self.peer, method.reply_code, method.reply_text)
             self._leave_socket_to_client()
             return
         if idx == spec.Connection.CloseOk.INDEX:
@@ -509,14 +512,14 @@ class AMQPServerProtocol(asyncio.Protocol):
             self.send_method(0, spec.Connection.OpenOk())
             self.admission.handshake_done()
             self._arm_heartbeat(time.monotonic())
-            log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
+            conn_log.info("connection %s: user '%s' authenticated and granted access to vhost '%s'", self.peer, self.user, vname)
             return
         if idx == spec.Connection.UpdateSecret.INDEX:
             # RabbitMQ extension (token refresh). RabbitMQ's internal auth backend does not check
             # the new secret against the user's password: its update_state accepts it, the
             # reader answers update-secret-ok and the connection and its channels stay open
             # (rabbit_reader handle_method0 connection.update_secret; seen on RabbitMQ 3.10.8).
-            log.info("connection %s (user '%s') updated secret, reason: %s", self.peer, self.user,
+            conn_log.info("connection %s (user '%s') updated secret, reason: %s", self.peer, self.user,
                      method.reason)
             self.send_method(0, spec.Connection.UpdateSecretOk())
             return

@@ -86,8 +86,9 @@ class TLSServerProtocol(AMQPServerProtocol):
         self.peercert = transport.get_extra_info("peercert") or None
         super().connection_made(transport)
         cipher = transport.get_extra_info("cipher")
-        log.info("connection %s: %s%s", self.peer, cipher[1] if cipher else "TLS",
-                 f", client certificate {certificate_user(self.peercert)!r}" if self.peercert else "")
+        logging.getLogger("spark_amqp.broker.connections").info(  # see broker/connection.py
+            "connection %s: %s%s", self.peer, cipher[1] if cipher else "TLS",
+            f", client certificate {certificate_user(self.peercert)!r}" if self.peercert else "")
 
     @property
     def mechanisms(self) -> bytes:  # type: ignore[override]

@@ -54,6 +54,7 @@ from ..protocol.stream import Code, OffsetType
 from .auth import MECHANISMS, TLS_CLIENT_CERT_MECHANISMS, AuthFailure, authenticate, authenticate_external, \
     check_loopback
 from .listener_guard import UNGUARDED
+from .versions import BEHAVIOURS
 from .stream_filter import StreamMatcher
 from .stream_manager import (create_stream, create_super_stream, delete_stream, delete_super_stream, lookup_stream,
                              partitions, route)
@@ -61,9 +62,10 @@ from .stream_manager import (create_stream, create_super_stream, delete_stream, 
 __all__ = ["StreamServerProtocol", "Subscription", "Publisher", "RABBITMQ_VERSIONS"]
 
 log = logging.getLogger("spark_amqp.broker.stream")
+conn_log = logging.getLogger("spark_amqp.broker.connections")  # see broker/connection.py
 
 #: the version a stream-protocol client is told (clients gate commands on it)
-RABBITMQ_VERSIONS = {"3.10": "3.10.8", "4.3": "4.3.5"}
+RABBITMQ_VERSIONS = {v: b.release for v, b in BEHAVIOURS.items()}  # mode -> release reported
 _SINCE_3_11 = (S.ExchangeCommandVersions, S.StreamStats, S.CreateSuperStream, S.DeleteSuperStream,
                S.ResolveOffsetSpec, S.ConsumerUpdateResponse)
 _CLOSE_WAIT = 3.0        # seconds to wait for the client's close response
@@ -169,11 +171,11 @@ class StreamServerProtocol(asyncio.Protocol):
             self.peercert = transport.get_extra_info("peercert") or None
         transport.set_write_buffer_limits(high=self.broker.config.write_buffer_limit)
         self.broker.stream_connections.add(self)
-        log.info("accepting stream connection from %s", self.peer)
+        conn_log.info("accepting stream connection from %s", self.peer)
 
     def connection_lost(self, exc) -> None:
         self._cleanup()
-        log.info("closed stream connection from %s", self.peer)
+        conn_log.info("closed stream connection from %s", self.peer)
 
     # ------------------------------------------------------------------ resource alarms
     @property
@@ -409,7 +411,7 @@ class StreamServerProtocol(asyncio.Protocol):
         self.send(S.OpenResponse(cmd.correlation_id, Code.OK,
                                  {"advertised_host": host, "advertised_port": str(port)}))
         self.admission.handshake_done()
-        log.info("stream connection %s: user %r, vhost %r", self.peer, self.user, cmd.vhost)
+        conn_log.info("stream connection %s: user %r, vhost %r", self.peer, self.user, cmd.vhost)
 
     def _close(self, cmd) -> None:
         self.send(S.CloseResponse(cmd.correlation_id, Code.OK))

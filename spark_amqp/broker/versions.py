@@ -80,7 +80,10 @@ class Behaviour:
     consumer arguments ``x-stream-filter``/``x-stream-match-unfiltered``, and the declare
     argument ``x-stream-filter-size-bytes`` is checked; :mod:`.stream_filter`);
     ``stream_conversion`` ("3.10"/"4.3": the 0-9-1 <-> AMQP 1.0 conversions of stream
-    messages, :mod:`.stream_convert`).
+    messages, :mod:`.stream_convert`); ``release`` (the full release reported as the broker's
+    version, as RabbitMQ reports its own: the management API's ``rabbitmq_version``, the
+    stream protocol's peer properties; "3.10.8" is the release the tests compare with, "4.3.5"
+    the one whose sources the stream protocol was read in).
     """
 
     version: str
@@ -95,6 +98,7 @@ class Behaviour:
     interpret_published_x_death: bool
     stream_filtering: bool = False
     stream_conversion: str = "4.3"
+    release: str = "4.3.5"
 
 
 BEHAVIOURS: dict[str, Behaviour] = {
@@ -102,12 +106,12 @@ BEHAVIOURS: dict[str, Behaviour] = {
                       quorum_delivery_limit=None, requeue_counts_delivery=True, global_qos=True,
                       transient_nonexcl_queues=True, classic_queue_v1=True,
                       interpret_published_x_death=True, stream_filtering=False,
-                      stream_conversion="3.10"),
+                      stream_conversion="3.10", release="3.10.8"),
     "4.3": Behaviour("4.3", max_message_size=16 * MiB, min_frame_max=8192, initial_frame_max=8192,
                      quorum_delivery_limit=20, requeue_counts_delivery=False, global_qos=False,
                      transient_nonexcl_queues=False, classic_queue_v1=False,
                      interpret_published_x_death=False, stream_filtering=True,
-                     stream_conversion="4.3"),
+                     stream_conversion="4.3", release="4.3.5"),
 }
 VERSIONS = tuple(BEHAVIOURS)
 #: the newest modelled release: what users run

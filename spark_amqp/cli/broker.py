@@ -31,6 +31,11 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
                "rabbit_password_hashing_md5")
 
 
+def _hide_connection_lines(record: logging.LogRecord) -> bool:
+    """Console filter: False for the per-connection lines below WARNING."""
+    return not (record.name == "spark_amqp.broker.connections" and record.levelno < logging.WARNING)
+
+
 @click.group(invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to listen on. The default is loopback only; 0.0.0.0 (all interfaces) "
@@ -65,12 +70,15 @@ _ALGORITHMS = ("rabbit_password_hashing_sha256", "rabbit_password_hashing_sha512
                    "else 4.3]; docs/broker/rabbitmq-versions.md lists the differences.")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also append the log to this file (created with its folder if missing).")
-@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.option("--log-connections", is_flag=True,
+              help="Also show each connection's open, login and close in the terminal (always in "
+                   "--log-file; RabbitMQ logs them at info).")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging (shows the connections too).")
 @click.pass_context
 def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, config_path: Path | None,
            tls_cert: Path | None, tls_key: Path | None, tls_port: int | None, stream_port: int | None,
            management_port: int | None, management_host: str | None, rabbitmq_version: str | None,
-           log_file: Path | None,
+           log_file: Path | None, log_connections: bool,
            verbose: bool) -> None:
     """Run the embedded AMQP 0-9-1 broker until Ctrl-C.
 
@@ -93,7 +101,13 @@ def broker(ctx: click.Context, host: str, port: int, data_dir: Path | None, conf
     from ..broker.config import ConfigError, load_config
     from ..broker.server import BrokerError, serve
 
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    console = logging.StreamHandler()
+    if not (log_connections or verbose):
+        # each connection's open/login/close (logger spark_amqp.broker.connections, INFO as
+        # RabbitMQ's) stays out of the terminal, where it mixed with the commands' output of
+        # the walk-through in docs/cli.md; warnings and errors about connections still show
+        console.addFilter(_hide_connection_lines)
+    handlers: list[logging.Handler] = [console]
     if log_file is not None:
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)

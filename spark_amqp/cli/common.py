@@ -48,7 +48,7 @@ def broker_errors(uri: str):
     'x' in vhost '/'``); ``OSError`` (refused connection, lost socket) says which broker
     could not be reached and what to do.
     """
-    from ..client.errors import ClientError
+    from ..client.errors import ClientError, ProtocolMismatch
     from ..protocol.errors import AMQPError
 
     try:
@@ -57,9 +57,12 @@ def broker_errors(uri: str):
         raise click.ClickException(
             f"the broker at {redact(uri)} refused: {type(exc).__name__} "
             f"({exc.reply_code}): {exc.reply_text}") from exc
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ProtocolMismatch) as exc:
         text = str(exc) or type(exc).__name__
-        hint = ("" if isinstance(exc, ClientError) or "broker runs" in text else
+        # no "is it running?" when the client found a server of another protocol there (the
+        # text then names the protocol's usual port: protocol/peer.py)
+        hint = ("" if isinstance(exc, ClientError) or "broker runs" in text
+                or "usually on port" in text else
                 " (is it running? pass --uri, or start one with `spark-amqp broker`)")
         raise click.ClickException(
             f"cannot talk to the broker at {redact(uri)}: {text}{hint}") from exc

@@ -51,10 +51,17 @@ def write_conf(folder: Path, force: bool = False) -> list[Path]:
     return targets
 
 
+def _interactive() -> bool:
+    """True when a person can answer a prompt (stdin and stdout are terminals)."""
+    import sys
+
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 @click.command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path), default="conf",
                 required=False)
-@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@click.option("-f", "--force", is_flag=True, help="Overwrite files that exist, without asking.")
 def conf(folder: Path, force: bool) -> None:
     """Write the default configuration files into FOLDER (default: ./conf) to edit them.
 
@@ -62,11 +69,20 @@ def conf(folder: Path, force: bool) -> None:
     Writes broker.toml (spark-amqp broker --config FOLDER/broker.toml),
     spark-defaults.conf (spark-submit --properties-file FOLDER/spark-defaults.conf) and
     log4j2.properties. Nothing needs them: without them the same defaults apply.
+    When some exist: in a terminal it asks before overwriting them; elsewhere it fails
+    (exit 1) unless --force.
     """
-    try:
-        written = write_conf(folder, force)
-    except FileExistsError as exc:
-        raise click.ClickException(f"{exc.args[0]} exists: edit it, or pass --force to "
-                                   "overwrite it with the defaults") from None
+    existing = [folder / name for name in CONF_FILES if (folder / name).exists()]
+    if existing and not force:
+        names = ", ".join(str(p) for p in existing)
+        if not _interactive():
+            raise click.ClickException(f"{names} {'exists' if len(existing) == 1 else 'exist'}"
+                                       ": edit them, or pass --force to overwrite them with "
+                                       "the defaults")
+        if not click.confirm(f"{names} {'exists' if len(existing) == 1 else 'exist'}: "
+                             "overwrite with the defaults?", default=False):
+            raise click.ClickException("nothing written (--force overwrites without asking)")
+        force = True
+    written = write_conf(folder, force)
     for path in written:
         click.echo(f"{path}  ({CONF_FILES[path.name]})")

@@ -25,6 +25,7 @@ from .._version import __version__
 from ..protocol import MethodFrame, encode_table, spec
 from ..protocol.connection import AMQPConnection, error_from_close
 from ..protocol.errors import AccessRefused
+from ..protocol.peer import AMQP091, closed_before_answer_hint, wrong_protocol_message
 from .errors import ConnectionLost, ProtocolMismatch, close_text, connection_level
 from .transport import Transport
 from .uri import ConnectionParameters
@@ -74,7 +75,8 @@ def negotiate(tr: Transport, sm: AMQPConnection, p: ConnectionParameters, where:
     connection's write lock); ``where`` names the broker in messages (a redacted URI).
 
     Raises:
-        ProtocolMismatch: the server answered with another protocol header.
+        ProtocolMismatch: the server answered with another protocol header, in HTTP (the
+            management port) or with a TLS record (a TLS port): :mod:`..protocol.peer`.
         AccessRefused: no SASL mechanism in common, a refused login (403, from the broker's
             connection.close), or a socket closed during authentication (a probable bad
             login, or a failing network/broker: the message says both).
@@ -179,15 +181,32 @@ class _MethodReader:
                     f"the broker at {where} closed the connection during authentication: user "
                     f"{self.username!r} or its password is probably wrong (mechanism "
                     f"{self.mechanism}), or the network/broker failed"))
+            hint = (closed_before_answer_hint(_peer_port(tr), AMQP091)
+                    if expect == "connection.start" else "")
             raise ConnectionLost(f"the broker at {where} closed the connection while this "
-                                 f"client waited for {expect}")
+                                 f"client waited for {expect}{hint}")
         if self.first:
+            # the first bytes tell another protocol (an HTTP status line, a TLS alert, another
+            # AMQP header) before they are decoded as a frame (protocol/peer.py)
+            while len(data) < 8:
+                more = tr.recv()
+                if more:
+                    data += more
+                elif tr.eof:  # TCP: an empty recv() is the end; TLS: a partial record
+                    break
             self.first = False
-            if data[:4] == b"AMQP":
-                raise ProtocolMismatch(
-                    f"the server at {where} does not speak AMQP 0-9-1: it answered with "
-                    f"protocol header {data[:8]!r}")
+            text = wrong_protocol_message(data, where, AMQP091)
+            if text:
+                raise ProtocolMismatch(text)
         return data
+
+
+def _peer_port(tr: Transport) -> int:
+    """The remote port of ``tr``'s socket (0 when the socket cannot say)."""
+    try:
+        return int(tr.sock.getpeername()[1])
+    except (OSError, AttributeError, IndexError):
+        return 0
 
 
 def negotiate_value(client: int, server: int) -> int:

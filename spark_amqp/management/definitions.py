@@ -31,7 +31,7 @@ from ..broker.exchange import Exchange
 from ..broker.vhost import VHost
 from ..protocol.errors import AMQPError
 from .http import ApiError, Ctx, NoContent, parse_bool
-from .views import RABBITMQ_COMPAT_VERSION, user_view
+from .views import rabbitmq_version, user_view
 
 __all__ = ["export_definitions", "import_definitions", "DEFINITION_ROUTES"]
 
@@ -111,7 +111,8 @@ def export_definitions(ctx: Ctx, vhost: str | None = None) -> dict:
     if vhost is not None:
         v = ctx.vhost(vhost)
         q, x, b = _objects(v, False)
-        return {"rabbit_version": RABBITMQ_COMPAT_VERSION, "rabbitmq_version": RABBITMQ_COMPAT_VERSION,
+        release = rabbitmq_version(ctx.broker)
+        return {"rabbit_version": release, "rabbitmq_version": release,
                 "parameters": [], "policies": [], "queues": q, "exchanges": x, "bindings": b}
     qs, xs, bs = [], [], []
     for v in ctx.broker.vhosts.values():
@@ -122,7 +123,7 @@ def export_definitions(ctx: Ctx, vhost: str | None = None) -> dict:
     from .._version import __version__
     from .views import node_name
     return {
-        "rabbit_version": RABBITMQ_COMPAT_VERSION, "rabbitmq_version": RABBITMQ_COMPAT_VERSION,
+        "rabbit_version": rabbitmq_version(ctx.broker), "rabbitmq_version": rabbitmq_version(ctx.broker),
         "product_name": "spark-amqp", "product_version": __version__,
         "users": [user_view(u) for u in cfg.users.values()],
         "vhosts": [{"name": n, "limits": [], "metadata": {"description": "", "tags": []}}

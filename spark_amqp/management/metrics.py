@@ -46,9 +46,9 @@ class BrokerCollector:
     def collect(self):
         b = self.broker
         from .._version import __version__
-        from .views import RABBITMQ_COMPAT_VERSION
+        from .views import rabbitmq_version
         info = InfoMetricFamily("rabbitmq_build", "RabbitMQ-compatible build info")
-        info.add_metric([], {"rabbitmq_version": RABBITMQ_COMPAT_VERSION, "product_name": "spark-amqp",
+        info.add_metric([], {"rabbitmq_version": rabbitmq_version(b), "product_name": "spark-amqp",
                              "product_version": __version__})
         yield info
         queues = [q for v in b.vhosts.values() for q in v.queues.values()]

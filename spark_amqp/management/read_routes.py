@@ -14,7 +14,7 @@ import time
 from .._version import __version__ as _our_version
 from ..broker.exchange import EXCHANGE_TYPES, Exchange
 from .http import NOT_FOUND, Ctx
-from .views import (RABBITMQ_COMPAT_VERSION, binding_views, channel_name, channel_view, connection_name,
+from .views import (rabbitmq_version, binding_views, channel_name, channel_view, connection_name,
                     connection_view, consumer_view, exchange_view, node_name, queue_view, user_view)
 
 __all__ = ["GET_ROUTES"]
@@ -68,13 +68,13 @@ def overview(ctx: Ctx) -> dict:
     # RabbitMQ's overview "publish" counts what publishers sent (channel stats)
     ms["publish"] = g["received"]
     return {
-        "management_version": RABBITMQ_COMPAT_VERSION,
+        "management_version": rabbitmq_version(b),
         "rates_mode": "basic",
         "exchange_types": [{"name": t, "description": _EXCHANGE_TYPE_DESCRIPTIONS[t], "enabled": True}
                            for t in EXCHANGE_TYPES],
         "product_version": _our_version,
         "product_name": "spark-amqp",
-        "rabbitmq_version": RABBITMQ_COMPAT_VERSION,
+        "rabbitmq_version": rabbitmq_version(b),
         "cluster_name": node_name(),
         "erlang_version": f"none (Python {platform.python_version()})",
         "erlang_full_version": f"none (Python {platform.python_version()})",

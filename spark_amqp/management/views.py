@@ -29,10 +29,20 @@ from ..protocol.values import Typed
 
 __all__ = ["jsonable", "queue_view", "exchange_view", "binding_views", "connection_view",
            "channel_view", "consumer_view", "properties_key", "connection_name", "node_name",
-           "user_view", "MESSAGE_STAT_KEYS", "RABBITMQ_COMPAT_VERSION"]
+           "user_view", "MESSAGE_STAT_KEYS", "RABBITMQ_COMPAT_VERSION", "rabbitmq_version"]
 
 #: the RabbitMQ release whose behaviour the broker and this API follow
-RABBITMQ_COMPAT_VERSION = "3.10.8"
+RABBITMQ_COMPAT_VERSION = "3.10.8"  # the release whose API's JSON fields these views copy
+
+
+def rabbitmq_version(broker) -> str:
+    """The RabbitMQ release ``broker`` behaves like, as RabbitMQ reports its own version
+    (``"4.3.5"`` by default, ``"3.10.8"`` with ``rabbitmq_version="3.10"``:
+    :attr:`spark_amqp.broker.versions.Behaviour.release`): the overview's ``rabbitmq_version``
+    and ``management_version``, the definitions' ``rabbit_version``, ``/metrics``'s
+    ``rabbitmq_build``. The JSON fields stay RabbitMQ 3.10.8's
+    (:data:`RABBITMQ_COMPAT_VERSION`)."""
+    return broker.config.behaviour.release
 
 #: counters of a queue's message_stats and the Queue attributes they come from
 MESSAGE_STAT_KEYS = {"publish": "stat_publish", "deliver": "stat_deliver", "get": "stat_get",

@@ -24,10 +24,12 @@ from dataclasses import replace
 from pyspark.sql.datasource import DataSource
 
 from . import schema as _schema
+from .errors import leading_errors
 
 __all__ = ["AmqpDataSource"]
 
 
+@leading_errors("schema", "streamReader", "reader", "writer", "streamWriter")
 class AmqpDataSource(DataSource):
     """AMQP 0-9-1 (RabbitMQ) data source named ``amqp``.
 

@@ -39,7 +39,8 @@ __all__ = ["AmqpSparkError", "SinkOptionError", "SinkSchemaError", "SinkDataErro
            "AmqpSinkError", "QueueMissing", "QueueUnavailable", "ConsumerCancelled",
            "MessageTooLarge", "PartitionFetchError", "UndecodableMessages", "StreamMissing",
            "NotAStream", "DataLoss", "ReadTimeout", "BrokerUnreachable",
-           "StreamBrokerUnreachable"]
+           "StreamBrokerUnreachable", "lead_with_message", "leads_with_message",
+           "leading_errors"]
 
 #: the stream mode's name for :class:`~spark_amqp.client.failover.BrokerUnreachable` (one
 #: class since issue 43)
@@ -139,3 +140,85 @@ class DataLoss(AmqpSparkError, RuntimeError):
 
 class ReadTimeout(AmqpSparkError, TimeoutError):
     """No delivery for ``readTimeout`` seconds while reading a planned range."""
+
+
+# -- what the user sees first -----------------------------------------------------------------
+
+def _user_facing(exc: BaseException) -> bool:
+    """True for the errors that are the user's to act on (a bad option, a missing queue, a
+    broker that refuses or cannot be reached), whose message says it all; False for bugs
+    (``TypeError``, ``AttributeError``, ...), whose traceback is what helps."""
+    from ..client.errors import ClientError
+    from ..protocol.errors import AMQPError
+
+    return isinstance(exc, (AmqpSparkError, ValueError, AMQPError, OSError, ClientError))
+
+
+def _in_pyspark_worker() -> bool:
+    """True in a Python process PySpark started (its ``__main__`` is ``pyspark.daemon`` or a
+    ``pyspark.sql.worker``/``pyspark.sql.streaming`` runner), False in the user's own."""
+    import sys
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return (getattr(spec, "name", None) or "").startswith("pyspark.")
+
+
+def lead_with_message(err: BaseException) -> BaseException:
+    """Make what PySpark shows for ``err`` *start* with its message; returns ``err``.
+
+    A Python data source's exception reaches the user as the text PySpark's worker sends the
+    JVM, wrapped: ``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance:
+    <text>`` (``[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data
+    source perform <callback>: <text>`` for the streaming callbacks). The worker makes
+    ``<text>`` in ``pyspark.util.handle_worker_exception``: the whole formatted traceback,
+    which starts with ``Traceback (most recent call last):`` and ends with the message (1.5 to
+    3.5 KB later; with ``SPARK_SIMPLIFIED_TRACEBACK``, on by default, it also drops the chain),
+    or only ``module.Class: message`` when ``SPARK_HIDE_TRACEBACK`` is set in the worker's
+    environment, read when the exception is handled. So for a user-facing error
+    (:func:`_user_facing`) raised in a PySpark worker process, this sets
+    ``SPARK_HIDE_TRACEBACK=1`` in that process: the first line becomes ``[...] Failed to ...:
+    spark_amqp.spark.errors.QueueMissing: Queue 'x' does not exist ... declare=true``. Both
+    runners exit right after reporting the error (``sys.exit(-1)``), so no later error of
+    that process is affected. Bugs keep their traceback; the user's own process (a direct
+    call, the tests) is never changed."""
+    import os
+
+    if _user_facing(err) and _in_pyspark_worker():
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+    return err
+
+
+def leads_with_message(fn):
+    """Decorator of the methods Spark calls (the data source's, the readers' and writers'):
+    an ``Exception`` raised through ``fn`` (or, for a generator function such as ``read``,
+    while iterating it) is re-raised after :func:`lead_with_message`."""
+    import functools
+    import inspect
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generate(*args, **kwargs):
+            try:
+                return (yield from fn(*args, **kwargs))
+            except Exception as exc:
+                raise lead_with_message(exc)
+        return generate
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise lead_with_message(exc)
+    return call
+
+
+def leading_errors(*names: str):
+    """Class decorator: wraps the methods ``names`` of the class (those it defines) with
+    :func:`leads_with_message`."""
+    def wrap(cls):
+        for name in names:
+            if name in cls.__dict__:
+                setattr(cls, name, leads_with_message(cls.__dict__[name]))
+        return cls
+    return wrap

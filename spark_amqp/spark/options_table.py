@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 from .option_values import (BOOLEANS, OptionErrors, parse_bool, parse_choice, parse_duration,
                             parse_float, parse_int, parse_names)
 
-__all__ = ["Option", "OptionTable", "KINDS", "unknown_options_error", "snake_case"]
+__all__ = ["Option", "OptionTable", "KINDS", "unknown_options_error", "did_you_mean",
+           "snake_case"]
 
 #: what an entry's ``kind`` means: the :mod:`.option_values` parser :meth:`Option.parse` calls,
 #: or ``text`` (the string as given) and ``custom`` (parsed by the mode's own code: JSON
@@ -248,15 +249,37 @@ class OptionTable:
         return "\n".join(rows) + "\n"
 
 
+def did_you_mean(keys: Iterable[str], known: Mapping[str, str]) -> str:
+    """`` (did you mean 'maxMessagesPerTrigger'?)`` for the unknown ``keys`` (lower-cased, as
+    Spark hands them) that are close to a known option (``known``: lower-cased key -> the
+    docs' spelling), or "" when none is. Closeness is :func:`difflib.get_close_matches`'s
+    (ratio >= 0.6), as click's "Did you mean" of the command line uses; with several unknown
+    keys each suggestion names the key it is for."""
+    import difflib
+
+    pairs = []
+    for key in keys:
+        match = difflib.get_close_matches(str(key).lower(), list(known), n=1, cutoff=0.6)
+        if match:
+            pairs.append((key, known[match[0]]))
+    if not pairs:
+        return ""
+    if len(pairs) == 1 and len(list(keys)) == 1:
+        return f" (did you mean {pairs[0][1]!r}?)"
+    return " (did you mean " + ", ".join(f"{good!r} for {bad!r}" for bad, good in pairs) + "?)"
+
+
 def unknown_options_error(what: str, hint: Callable[[list[str]], str] = lambda keys: ""
                           ) -> Callable[[list[str], OptionTable], ValueError]:
     """The source's ``unknown`` for :class:`OptionTable`: ``Unknown option(s) 'a', 'b' for
-    {what}; known options: <every name, sorted>.{hint(keys)}`` as a ``ValueError``.
+    {what} (did you mean 'A'?); known options: <every name, sorted>.{hint(keys)}`` as a
+    ``ValueError`` (the suggestion: :func:`did_you_mean`).
 
     ``hint``: a sentence (with a leading space) for the unknown keys, or "" (e.g. naming the
     other mode whose options they are)."""
     def build(keys: list[str], table: OptionTable) -> ValueError:
-        return ValueError(f"Unknown option(s) {', '.join(repr(u) for u in keys)} for {what}; "
+        return ValueError(f"Unknown option(s) {', '.join(repr(u) for u in keys)} for {what}"
+                          f"{did_you_mean(keys, table.known)}; "
                           f"known options: {', '.join(sorted(table.known.values()))}."
                           f"{hint(keys)}")
     return build

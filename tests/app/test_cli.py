@@ -149,6 +149,39 @@ def test_consume_help_names_the_alerts_queue(run):
     assert "flight-delay-alerts" in out and "flight-alerts " not in out
 
 
+@pytest.mark.parametrize("show", [False, True])
+def test_broker_terminal_shows_connections_only_when_asked(tmp_path, show):
+    """Each connection's open/login/close (INFO, as RabbitMQ) goes to --log-file but not to
+    the terminal, where it mixed with the walk-through's command output; --log-connections
+    shows it there too. Startup lines show either way."""
+    import time
+
+    pytest.importorskip("spark_amqp.broker.server")
+    from broker_process import free_port, wait_port
+
+    from spark_amqp.client import connect
+
+    port, log = free_port(), tmp_path / "broker.log"
+    proc = subprocess.Popen([sys.executable, "-m", "spark_amqp", "broker", "--port", str(port),
+                             "--log-file", str(log), *(["--log-connections"] if show else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_port(port, timeout=60, proc=proc)
+        with connect(f"amqp://guest:guest@127.0.0.1:{port}/%2F") as conn:
+            conn.channel().queue_declare("", exclusive=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "closed AMQP connection" not in log.read_text():
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        terminal = proc.communicate(timeout=30)[1]
+    text = log.read_text()
+    assert "accepting AMQP connection" in text and "closed AMQP connection" in text, text
+    assert "ready on" in terminal, terminal
+    assert ("accepting AMQP connection" in terminal) is show, terminal
+    assert ("authenticated and granted access" in terminal) is show, terminal
+
+
 def test_broker_log_file_and_new_data_dir_are_logged(tmp_path):
     """``broker --data-dir`` says when it creates the folder; ``--log-file`` gets the log."""
     import time
@@ -171,3 +204,16 @@ def test_broker_log_file_and_new_data_dir_are_logged(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_a_command_pointed_at_the_management_port_says_so(run):
+    """The management port answers HTTP: one line naming it and AMQP's usual port, no "is it
+    running?" (it is) and no traceback (ProtocolMismatch was not caught)."""
+    from spark_amqp import EmbeddedBroker
+
+    with EmbeddedBroker(management=True) as b:
+        r = run("depth", "q", "--uri", f"amqp://guest:guest@127.0.0.1:{b.management_port}/%2F")
+    assert r.exit_code == 1
+    assert "answered in HTTP ('HTTP/1.0 400 Bad Request'), not AMQP 0-9-1: is this the " \
+        "management port? AMQP 0-9-1 is usually on port 5672" in r.stderr, r.stderr
+    assert "is it running" not in r.stderr and "Traceback" not in r.stderr

@@ -30,10 +30,62 @@ def test_conf_writes_the_defaults_and_keeps_edits(tmp_path):
     assert log4j in (folder / "spark-defaults.conf").read_text()
     (folder / "broker.toml").write_text("# mine\n")
     r = runner.invoke(cli, ["conf", str(folder)])
-    assert r.exit_code == 1 and "exists" in r.stderr and "--force" in r.stderr
+    assert r.exit_code == 1 and "exist" in r.stderr and "--force" in r.stderr
     assert (folder / "broker.toml").read_text() == "# mine\n"
     assert runner.invoke(cli, ["conf", str(folder), "--force"]).exit_code == 0
     assert load_config(folder / "broker.toml") == load_config(None)
+
+
+def _conf_in_a_terminal(folder, answer: bytes) -> tuple[int, str]:
+    """``spark-amqp conf FOLDER`` with a pseudo-terminal as stdin and stdout (a person at a
+    shell), answering ``answer`` to its prompt: (exit code, what it printed)."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "spark_amqp", "conf", str(folder)],
+                            stdin=follower, stdout=follower, stderr=follower, close_fds=True)
+    os.close(follower)
+    out, answered = b"", False
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            if not answered and b"overwrite with the defaults? [y/N]" in out:
+                os.write(leader, answer + b"\n")
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        return proc.wait(30), out.decode(errors="replace")
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def test_conf_run_twice_in_a_terminal_asks_before_overwriting(tmp_path):
+    folder = tmp_path / "conf"
+    assert CliRunner().invoke(cli, ["conf", str(folder)]).exit_code == 0
+    (folder / "broker.toml").write_text("# mine\n")
+    code, out = _conf_in_a_terminal(folder, b"n")
+    assert code == 1 and "broker.toml" in out and "nothing written" in out, out
+    assert (folder / "broker.toml").read_text() == "# mine\n"
+    code, out = _conf_in_a_terminal(folder, b"y")
+    assert code == 0 and "broker.toml  (embedded broker" in out, out
+    assert (folder / "broker.toml").read_text() != "# mine\n"
 
 
 def test_repository_conf_is_the_package_conf():

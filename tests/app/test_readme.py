@@ -166,6 +166,9 @@ def test_command_line_page_runs_as_written(tmp_path):
     assert "redelivered=true" in by_cmd["peek"].stderr
     assert '"body": "hello"' in by_cmd["consume"].stdout
     assert "does not exist: creating it" in broker_log.read_text()
+    # the terminal of the walk-through: startup lines, not one line per command's connection
+    assert "ready on" in broker_log.read_text()
+    assert "AMQP connection" not in broker_log.read_text(), broker_log.read_text()
 
     # --durable --persistent with --data-dir: after a restart the queue and its messages are there
     broker = start_broker(tmp_path / "broker-again.log")

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,12 +30,20 @@ def test_streams_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
     blocks = code_blocks(section("A runnable example", DOCS / "streams.md"), "python")
     assert len(blocks) == 3, "the streams page's example changed: update this test"
     monkeypatch.chdir(tmp_path)
+    import atexit
+
+    at_exit = []   # what the example registers to run when Python exits, run at the end here
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: at_exit.append((fn, a, k)))
     ns: dict = {"__name__": "__streams_example__"}
     try:
         exec(compile("\n".join(blocks), "docs/streams.md#a-runnable-example", "exec"), ns)
     finally:
         if ns.get("broker") is not None:
             ns["broker"].stop()
+        for fn, a, k in at_exit:
+            fn(*a, **k)
+    # the example's temporary folder (/tmp/streams-example-*) is gone at exit
+    assert ns["out"].startswith(tempfile.gettempdir()) and not os.path.exists(ns["out"])
     out = capsys.readouterr().out
     assert ns["spark"] is spark
     assert "events read: 2000" in out, out
@@ -112,7 +121,76 @@ def test_management_lines_run_as_written(tmp_path):
     assert "hello" in next(v for k, v in out.items() if "get queue=orders" in k)
     assert '"name": "orders"' in next(v for k, v in out.items() if "/api/queues/" in k)
     assert "rabbitmq_queue_messages_ready" in text
+    per_object = next(v for k, v in out.items() if "/metrics/per-object" in k)
+    assert re.search(r'^rabbitmq_queue_messages_ready\{[^}]*queue="orders"', per_object, re.M), \
+        per_object
     assert (tmp_path / "definitions.json").is_file()
+
+
+def _bullet(page: str, start: str) -> str:
+    """The list item of ``page`` that starts with ``start``, up to the next item."""
+    i = page.index("\n- " + start)
+    j = page.find("\n- ", i + 3)
+    return page[i:j]
+
+
+def _metric_names(text: str) -> set[str]:
+    """The backticked ``rabbitmq_*`` names of ``text``, ``{a,b}`` alternatives expanded."""
+    names = set()
+    for name in re.findall(r"`(rabbitmq_[\w{},]+)`", text):
+        m = re.fullmatch(r"(\w*)\{([\w,]+)\}(\w*)", name)
+        names |= {m.group(1) + alt + m.group(3) for alt in m.group(2).split(",")} if m else {name}
+    return names
+
+
+def test_the_management_pages_metrics_claims_hold_on_the_server():
+    """docs/broker/management.md said ``/metrics`` was labelled by vhost and queue; the
+    per-object series had moved to ``/metrics/per-object``. Each bullet's claims, read from
+    the page, against the embedded broker: the names, the labels, who may scrape."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from spark_amqp import EmbeddedBroker
+    from spark_amqp.client import connect
+
+    page = (DOCS / "broker" / "management.md").read_text()
+    aggregated, per_object = _bullet(page, "`/metrics`:"), _bullet(page, "`/metrics/per-object`:")
+    claimed = _metric_names(aggregated.split("The series:", 1)[1])
+    assert len(claimed) >= 15, claimed
+    assert "without labels" in aggregated and "needs no login" in aggregated
+    labels = set(re.findall(r"labelled `(\w+)`\s+and `(\w+)`", per_object)[0])
+    assert labels == {"vhost", "queue"}
+    assert "`monitoring`" in per_object and "`administrator`" in per_object
+
+    def scrape(url: str, auth: bool) -> dict:
+        headers = {"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()} \
+            if auth else {}
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+            text = r.read().decode()
+        return {s.name: s.labels for f in text_string_to_metric_families(text) for s in f.samples}
+
+    with EmbeddedBroker(management=True) as b:
+        with connect(b.url) as conn:
+            ch = conn.channel()
+            for q in ("docs-metrics-a", "docs-metrics-b"):
+                ch.queue_declare(q, durable=True)
+        base = b.management_url.rstrip("/")
+        flat = scrape(base + "/metrics", auth=False)                 # no login needed
+        missing = claimed - set(flat)
+        assert not missing, f"the page names series /metrics does not serve: {missing}"
+        labelled = {n: lab for n, lab in flat.items() if lab and n != "rabbitmq_build_info"}
+        assert not labelled, f"/metrics has labelled series: {labelled}"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            scrape(base + "/metrics/per-object", auth=False)
+        assert refused.value.code == 401
+        per_queue = scrape(base + "/metrics/per-object", auth=True)
+        queue_series = {n for n in claimed if n.startswith("rabbitmq_queue_")}
+        assert len(queue_series) == 5, queue_series            # "the five queue series"
+        for name in queue_series:
+            assert set(per_queue[name]) == labels, (name, per_queue[name])
 
 
 READING_PATTERNS = ("Pacing the triggers: `minMessagesPerTrigger`, `maxTriggerDelay`",

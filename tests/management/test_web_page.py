@@ -105,6 +105,9 @@ async def _logged_in_page(url: str, profile: Path):
 
 async def _drive(url: str, queue: str, profile: Path, screenshot: str | None) -> None:
     async with _logged_in_page(url, profile) as page:
+        # the release the broker behaves like (mgmt_broker: RabbitMQ 3.10 mode)
+        await page.wait("document.querySelector('#version').textContent.includes("
+                        "'behaves like RabbitMQ 3.10.8')", "the version line")
         row = f"document.querySelector('#queues tr[data-queue={json.dumps(queue)}]')"
         await page.wait(f"{row} && {row}.querySelector('td.ready').textContent === '2'",
                         "the declared queue with 2 ready messages")
@@ -171,3 +174,18 @@ def test_stream_lists_in_chromium(tmp_path):
         c.wait_for(S.PublishConfirm)
         assert c.rpc(S.Subscribe(0, 3, "page-stream", S.OffsetSpec(S.OffsetType.FIRST), 5)).code == S.Code.OK
         asyncio.run(check(b.management_url))
+
+
+def test_the_page_names_the_release_of_the_default_mode(tmp_path):
+    """In the default mode (RabbitMQ 4.3) the page says so; it said "RabbitMQ 3.10.8" in
+    both modes (the 3.10 mode: test_web_page_in_chromium)."""
+    from spark_amqp import EmbeddedBroker
+
+    async def drive(url: str) -> str:
+        async with _logged_in_page(url, tmp_path / "profile") as page:
+            return await page.wait("(t => t.includes('RabbitMQ') && t)(document.querySelector("
+                                   "'#version').textContent)", "the version line")
+
+    with EmbeddedBroker(management=True) as b:
+        text = asyncio.run(drive(b.management_url))
+    assert "behaves like RabbitMQ 4.3.5" in text and "3.10" not in text, text

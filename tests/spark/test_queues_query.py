@@ -240,20 +240,39 @@ def test_available_now_reads_snapshot_then_stops(spark, broker_url, queue, tmp_p
     wait_until(lambda: message_count(broker_url, q) == 5, 20, what="late messages left")
 
 
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0]
+
+
 def test_bad_options_fail_at_load_naming_the_option(spark, broker_url):
-    with pytest.raises(Exception, match="prefetch"):
+    """The project's message is the first line of what PySpark raises (not the last of a
+    1.5 KB traceback: spark/errors.py lead_with_message), with a "did you mean"."""
+    with pytest.raises(Exception, match="prefetch") as info:
         spark.readStream.format("amqp").option("queue", "q").option("prefetch", "lots").load()
+    assert "Invalid value 'lots' for option 'prefetch'" in _first_line(info.value), str(info.value)
     with pytest.raises(Exception, match="Unknown option.*'qeue'"):
         spark.readStream.format("amqp").option("qeue", "q").load()
-    with pytest.raises(Exception, match="needs option 'queue'"):
+    with pytest.raises(Exception) as info:
+        (spark.readStream.format("amqp").option("uri", broker_url).option("queue", "q")
+         .option("maxMessagesPerTriger", "100").load())
+    first = _first_line(info.value)
+    assert first.startswith("[PYTHON_DATA_SOURCE_ERROR]"), first
+    assert "Unknown option(s) 'maxmessagespertriger' for the amqp source (did you mean " \
+        "'maxMessagesPerTrigger'?)" in first, str(info.value)
+    with pytest.raises(Exception, match="needs option 'queue'") as info:
         spark.readStream.format("amqp").load()
+    assert "needs option 'queue'" in _first_line(info.value)
 
 
 def test_missing_queue_fails_the_query_clearly(spark, broker_url, unique, tmp_path):
-    df = _stream(spark, broker_url, [unique("missing")])
+    q = unique("missing")
+    df = _stream(spark, broker_url, [q])
     sq = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c")).start()
-    with pytest.raises(Exception, match="does not exist.*declare=true"):
+    with pytest.raises(Exception, match="does not exist.*declare=true") as info:
         sq.awaitTermination(FIRST_BATCH)
+    first = _first_line(info.value)
+    assert f"QueueMissing: Queue '{q}' does not exist" in first and "declare=true" in first, \
+        str(info.value)[:3000]
 
 
 def test_user_schema_selects_columns(spark, broker_url, queue, tmp_path):

@@ -35,7 +35,8 @@ from ...protocol.stream.connection import CLIENT, State, StreamConnection
 from ...protocol.stream.constants import Code, Key
 from ...protocol.stream.errors import (AuthenticationFailure, SaslMechanismNotSupported,
                                        StreamError, error_for_code)
-from ..errors import ConnectionClosed, ConnectionLost
+from ...protocol.peer import STREAM, closed_before_answer_hint, wrong_protocol_message
+from ..errors import ConnectionClosed, ConnectionLost, ProtocolMismatch
 from ..transport import TCPTransport, TLSTransport, Transport, open_socket
 from ..uri import format_address
 from .params import StreamParameters
@@ -68,7 +69,9 @@ class NodeConnection:
 
     Raises from the constructor: ``ConnectionLost`` (socket, TLS or handshake failure or
     timeout), ``ssl.SSLError``, :class:`~spark_amqp.protocol.stream.errors.AuthenticationFailure`
-    and the other typed errors of the handshake's response codes.
+    and the other typed errors of the handshake's response codes,
+    :class:`~spark_amqp.client.errors.ProtocolMismatch` when the port speaks another protocol
+    (HTTP, AMQP 0-9-1, TLS: :mod:`spark_amqp.protocol.peer`).
     """
 
     def __init__(self, params: StreamParameters, host: str, port: int):
@@ -142,13 +145,29 @@ class NodeConnection:
 
     def _hs_recv(self, pending: list) -> Any:
         """The next command during the handshake (reading the socket in this thread)."""
+        tr = self._transport
         while not pending:
-            data = self._transport.recv()  # type: ignore[union-attr]
+            data = tr.recv()  # type: ignore[union-attr]
             if not data:
-                if not self._transport.eof:  # type: ignore[union-attr]
+                if not tr.eof:  # type: ignore[union-attr]
                     continue
+                hint = closed_before_answer_hint(self.port, STREAM) if self._hs_first else ""
                 raise ConnectionLost(f"{self.where} closed the connection during the handshake "
-                                     f"(state {self._sm.state.value})")
+                                     f"(state {self._sm.state.value}){hint}")
+            if self._hs_first:
+                # another protocol's first bytes (an HTTP status line from the management
+                # port, AMQP 0-9-1's protocol header, a TLS alert) before they are decoded as
+                # a frame: protocol/peer.py
+                while len(data) < 8:
+                    more = tr.recv()  # type: ignore[union-attr]
+                    if more:
+                        data += more
+                    elif tr.eof:  # type: ignore[union-attr]
+                        break
+                self._hs_first = False
+                text = wrong_protocol_message(data, self.where, STREAM)
+                if text:
+                    raise ProtocolMismatch(text)
             pending.extend(self._sm.receive_data(data))
         return pending.pop(0)
 
@@ -166,6 +185,7 @@ class NodeConnection:
         p = self.params
         self._transport.set_timeout(p.connection_timeout)  # type: ignore[union-attr]
         pending: list = []
+        self._hs_first = True
         props = {"product": "spark-amqp", "version": __version__, "platform": "Python",
                  "connection_name": f"spark-amqp stream {format_address(self.host, self.port)}"}
         props.update({str(k): str(v) for k, v in (p.client_properties or {}).items()})

@@ -96,6 +96,10 @@ def _amqp_uri(ctx, param, value: str | None) -> str | None:
               help="Spark master (plain python only) [from the package's "
                    "conf/spark-defaults.conf: local[2]]")
 @click.option("--keep-output", is_flag=True, help="--demo: keep the temporary output directory")
+@click.option("--delete-topology", is_flag=True,
+              help="at the end, delete the exchanges (--exchange, --alerts-exchange), the queues "
+                   "(--queue, --alerts-queue: their messages and the alerts too) and with --stream "
+                   "the super stream: a run against your RabbitMQ leaves nothing behind")
 @click.option("--no-progress", is_flag=True, help="no progress bar while publishing")
 @click.option("--json-result", default=None,
               help="write the JobResult (consumed, batches, alerts, windows, ...) as JSON here")
@@ -160,4 +164,6 @@ def main(argv=None) -> int:
                  args.alerts_queue, args.alerts_queue)
     write_json_result(args.json_result, result)
     spark.stop()
+    if args.delete_topology:
+        topology.delete_job_topology(uri, args)
     return 0

@@ -121,6 +121,10 @@ def demo(args) -> int:
             spark = spark_future.result()
         if spark is not None:
             spark.stop()
+        if getattr(args, "delete_topology", False):
+            from .topology import delete_job_topology
+
+            delete_job_topology(uri, args)
         if broker is not None:
             broker.stop()
         if tmp is not None and not args.keep_output:

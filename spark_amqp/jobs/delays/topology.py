@@ -72,6 +72,64 @@ def declare_super_stream_fresh(uri: str, name: str, partitions: int = DEFAULT_PA
         return declare_super_stream(ch, name, partitions)
 
 
+def delete_topology(uri: str, queues: list[str], exchanges: list[str],
+                    super_stream: str | None = None) -> list[str]:
+    """Delete what the job declared: the ``queues`` (their messages with them), the
+    ``exchanges`` and, with ``super_stream``, its exchange and every partition stream
+    ``NAME-i`` that exists. Names that do not exist (or are ``""``) are skipped. Returns the
+    names deleted, queues first. ``--delete-topology``: a run against a RabbitMQ leaves
+    nothing behind."""
+    from spark_amqp.client import connect
+    from spark_amqp.protocol.errors import NotFound
+
+    deleted = []
+    with connect(uri) as conn:
+        def exists(kind: str, name: str) -> bool:
+            ch = conn.channel()  # a 404 closes the channel: one per passive declare
+            try:
+                if kind == "queue":
+                    ch.queue_declare(name, passive=True)
+                else:
+                    ch.exchange_declare(name, passive=True)
+            except NotFound:
+                return False
+            ch.close()
+            return True
+
+        streams = []
+        if super_stream:
+            i = 0
+            while exists("queue", f"{super_stream}-{i}"):
+                streams.append(f"{super_stream}-{i}")
+                i += 1
+        ch = conn.channel()
+        for q in [*queues, *streams]:
+            if q and (q in streams or exists("queue", q)):
+                ch.queue_delete(q)
+                deleted.append(q)
+        for x in [*exchanges, *([super_stream] if super_stream else [])]:
+            if x and not x.startswith("amq.") and exists("exchange", x):
+                ch.exchange_delete(x)
+                deleted.append(x)
+    return deleted
+
+
+def delete_job_topology(uri: str, args) -> list[str]:
+    """``--delete-topology``: :func:`delete_topology` of the command line's ``args``: its
+    ``alerts_queue`` and ``alerts_exchange``, then the flights' ``queue`` and ``exchange`` in
+    the queue mode or the ``super_stream`` with ``stream`` (the mode's own names only), logged
+    on the job's logger. Returns the names deleted."""
+    import logging
+
+    stream = bool(args.stream)
+    deleted = delete_topology(uri, [*([] if stream else [args.queue]), args.alerts_queue],
+                              [*([] if stream else [args.exchange]), args.alerts_exchange],
+                              args.super_stream if stream else None)
+    logging.getLogger("flight_delays").info(
+        "--delete-topology: deleted %s", ", ".join(repr(n) for n in deleted) or "nothing")
+    return deleted
+
+
 def queue_depth(uri: str, queue: str) -> int:
     """Messages ready in ``queue`` (passive ``queue.declare``'s message-count)."""
     from spark_amqp.client import connect

@@ -40,7 +40,7 @@ from typing import Mapping, Optional
 from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
                                   parse_connection)
 from ..option_values import LENIENT_BOOLEANS, OptionErrors
-from ..options_table import Option, OptionTable
+from ..options_table import Option, OptionTable, did_you_mean
 from ..errors import SinkOptionError
 
 __all__ = ["SinkOptionError", "SinkOptions", "parse_sink_options", "SINK_OPTIONS", "SINK_TABLE",
@@ -105,7 +105,8 @@ _SINK_ENTRIES = (
 
 def _unknown(keys: list[str], table: OptionTable) -> SinkOptionError:
     return SinkOptionError(
-        f"unknown option(s) for the amqp sink: {', '.join(keys)}; known options: "
+        f"unknown option(s) for the amqp sink: {', '.join(keys)}"
+        f"{did_you_mean(keys, table.known)}; known options: "
         + ", ".join(sorted(table.known.values(), key=str.lower))
         + " (option names are case-insensitive)")
 

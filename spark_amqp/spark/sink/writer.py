@@ -46,6 +46,7 @@ from typing import Iterator, List, Optional
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from ..errors import leading_errors
 from .convert import SinkDataError, SinkPlan, SinkSchemaError, batch_to_messages, plan_columns
 from .options import SinkOptionError, SinkOptions, parse_sink_options
 from .publish import AmqpSinkError, TaskPublisher
@@ -113,6 +114,7 @@ def _summarize(messages: List[Optional[AmqpCommitMessage]]) -> dict:
     }
 
 
+@leading_errors("write", "commit", "abort")
 class AmqpWriter(DataSourceArrowWriter):
     """Batch writer (``df.write.format("amqp").save()``).
 
@@ -160,6 +162,7 @@ class AmqpWriter(DataSourceArrowWriter):
                     s["confirmed"], s["tasks"] - s["failed_tasks"], s)
 
 
+@leading_errors("write", "commit", "abort")
 class AmqpStreamWriter(DataSourceStreamArrowWriter):
     """Streaming writer (``df.writeStream.format("amqp").start()``), one call per micro-batch.
 

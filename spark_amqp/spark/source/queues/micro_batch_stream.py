@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader
 
+from ...errors import leading_errors
 from ..compat import SupportsTriggerAvailableNow
 from ..read_limits import default_read_limit, read_limits
 from ..runner_process import close_on_sigterm
@@ -42,6 +43,8 @@ __all__ = ["AmqpQueueMicroBatchStream"]
 log = logging.getLogger(__name__)
 
 
+@leading_errors("initialOffset", "latestOffset", "reportLatestOffset", "getDefaultReadLimit",
+                "prepareForTriggerAvailableNow", "partitions", "read", "commit")
 class AmqpQueueMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("amqp").option("queue", ...)``: the queue mode's micro-batch
     stream (see the module doc; the stream mode's is

@@ -10,6 +10,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSourceReader
 
+from ...errors import leading_errors
 from .offset_reader import StreamOffsetReader
 from .offsets import split_ranges
 from .options import EARLIEST, LATEST, StreamOptions
@@ -20,6 +21,7 @@ __all__ = ["AmqpStreamBatchReader"]
 log = logging.getLogger(__name__)
 
 
+@leading_errors("partitions", "read")
 class AmqpStreamBatchReader(DataSourceReader):
     """``spark.read.format("amqp").option("stream", ...)``: the offsets between
     ``startingOffsets`` (default earliest; ``latest`` refused) or ``startingTimestamp`` and

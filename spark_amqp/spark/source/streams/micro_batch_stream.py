@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader
 
+from ...errors import leading_errors
 from ..compat import SupportsTriggerAvailableNow
 from ..read_limits import default_read_limit, read_limits
 from .offset_reader import StreamOffsetReader
@@ -43,6 +44,8 @@ __all__ = ["AmqpStreamMicroBatchStream"]
 log = logging.getLogger(__name__)
 
 
+@leading_errors("initialOffset", "latestOffset", "reportLatestOffset", "getDefaultReadLimit",
+                "prepareForTriggerAvailableNow", "partitions", "read", "commit")
 class AmqpStreamMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("amqp").option("stream", ...)``: the stream mode's micro-batch
     stream (see the module doc; the queue mode's is
