@@ -7,10 +7,6 @@ partial write, ``publishing_id`` columns, super streams routed as the 0-9-1 sink
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
-
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -27,6 +23,7 @@ from spark_amqp.spark.sink.stream_publish import (Amqp10Rows, conversion_version
                                                   derived_publishing_id, derived_publishing_ids,
                                                   task_producer_name)
 from spark_amqp.spark.sink.writer import _write_partition, _write_partition_stream
+from stream_sink_helpers import body_of, read_stream, streams, urls  # noqa: F401
 
 SURI = "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F"
 BODY = StructType([StructField("body", StringType())])
@@ -139,86 +136,6 @@ def test_rows_convert_as_rabbitmq_does(version, whole, ids, bodies):
 
 
 # -- one task against each broker -------------------------------------------------------------------
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(params=["rabbitmq", "embedded"])
-def urls(request):
-    """``(stream url, amqp url)`` of each broker."""
-    if request.param == "rabbitmq":
-        amqp = request.getfixturevalue("rabbitmq_url")
-        url = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL", SURI)
-        if not _port_open(5552):
-            if os.environ.get("SPARK_AMQP_REQUIRE_RABBITMQ") == "1":
-                pytest.fail("RabbitMQ's stream port 5552 is not reachable")
-            pytest.skip("RabbitMQ's stream port 5552 is not reachable (rabbitmq_stream plugin)")
-        return url, amqp
-    b = request.getfixturevalue("embedded_stream_broker")
-    return b.stream_url, b.url
-
-
-@pytest.fixture
-def streams(urls):
-    """A factory of unique durable streams (``create(n_partitions=None)``), deleted after."""
-    from spark_amqp.client.stream import connect
-
-    made = []
-    with connect(urls[0]) as c:
-        def make(partitions=None):
-            name = f"h39w-sink-{uuid.uuid4().hex[:10]}"
-            if partitions is None:
-                c.create_stream(name)
-                made.append(name)
-            else:
-                from spark_amqp.client import connect as amqp_connect
-                from spark_amqp.client.streams import declare_super_stream
-
-                with amqp_connect(urls[1]) as conn:
-                    made.extend(declare_super_stream(conn.channel(), name, partitions))
-                    made.append(("super", name))
-            return name
-
-        make.client = c
-        yield make
-        for s in made:
-            if isinstance(s, tuple):
-                from spark_amqp.client import connect as amqp_connect
-
-                with amqp_connect(urls[1]) as conn:
-                    conn.channel().exchange_delete(s[1])
-            else:
-                c.delete_stream(s, missing_ok=True)
-
-
-def read_stream(client, stream, want=None):
-    """``[(offset, message bytes)]`` of ``stream`` from its first offset, until ``want``
-    arrived (or nothing came for 1 s)."""
-    import time
-
-    out = []
-    deadline = time.monotonic() + 60
-    with client.consumer(stream, "first") as c:
-        while want is None or len(out) < want:
-            got = list(c.messages(timeout=1.0))
-            out += got
-            if not got and (want is None or time.monotonic() > deadline):
-                break
-    return out
-
-
-def body_of(message: bytes) -> bytes:
-    """The body of a one-data-section message as the sink writes it."""
-    i = message.rfind(b"\x00\x53\x75")
-    if message[i + 3] == 0xa0:
-        return message[i + 5:]
-    return message[i + 8:]
-
-
 def _batch(bodies, ids=None):
     d = {"body": bodies}
     if ids is not None:
