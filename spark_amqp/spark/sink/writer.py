@@ -29,6 +29,14 @@ message carries a deterministic ``message_id`` (unless ``messageId=none``/``colu
 ``"{queryId}:{batchId}:{partitionId}:{row}"`` for streams, ``"{writeId}:{partitionId}:{row}"``
 for a batch ``save()``, the same on a retry, so consumers can drop the duplicates.
 
+**Over the stream protocol** (a ``rabbitmq-stream://`` uri with the option ``stream`` or
+``superStream``): each task publishes with :class:`.stream_publish.StreamTaskPublisher`; with
+``producerName`` the write is **exactly-once** (task ``p`` is producer ``<producerName>-<p>``,
+publishing ids from a ``publishing_id`` column or ``batchId * 2**32 + row + 1`` with batch id
+0 for a batch ``save()``; rows the stream already holds are skipped, repeats dropped by the
+broker), without it at-least-once. The rule and its limits: :mod:`.stream_publish`,
+docs/sink.md "Exactly-once writes into a stream".
+
 Save modes: use ``.mode("append")``. Spark itself rejects the default ``errorifexists`` for
 Python data sources (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``, seen with pyspark 4.3), and this
 sink rejects ``overwrite`` (published messages cannot be replaced). Streaming output modes
