@@ -220,12 +220,13 @@ def test_stream_protocol_writes_what_the_091_sink_writes(urls, streams):
 
 
 def test_super_stream_routes_as_the_091_sink(urls, streams):
+    from spark_amqp.spark.sink.super_stream import partition_index
+
     name = streams(partitions=3)
     keys = [f"key-{i}" for i in range(60)]
     schema = StructType([StructField("body", StringType()),
                          StructField("partitionKey", StringType())])
     batch = pa.RecordBatch.from_pydict({"body": keys, "partitionKey": keys})
-    placed = []
     for uri, write in ((urls[1], _write_partition), (urls[0], _write_partition_stream)):
         opts = {"uri": uri, "superstream": name}
         if write is _write_partition_stream:
@@ -233,10 +234,12 @@ def test_super_stream_routes_as_the_091_sink(urls, streams):
         o = parse_sink_options(opts)
         args = (o, plan_columns(schema, o), iter([batch]), "w:0", "t", 0)
         write(*args, *((0,) if write is _write_partition_stream else ()))
-        placed.append(None)
     per_partition = {}
     for i in range(3):
-        bodies = [body_of(m).decode() for _o, m in read_stream(streams.client, f"{name}-{i}")]
+        want = 2 * sum(1 for k in keys if partition_index(k, 3) == i)
+        bodies = [body_of(m).decode()
+                  for _o, m in read_stream(streams.client, f"{name}-{i}", want=want)]
+        assert len(bodies) == want
         half = len(bodies) // 2
         assert bodies[:half] == bodies[half:]      # same rows, same order, both protocols
         per_partition[i] = bodies[:half]
