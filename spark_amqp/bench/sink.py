@@ -1,7 +1,8 @@
 """Benchmark of the ``amqp`` sink against pika, side by side in one run.
 
 ``python -m spark_amqp.bench.sink [--broker rabbitmq|embedded|both] [--rows 500000]
-[--body-size 200] [--partitions 2] [--confirm-rows 20000] [--durable-queue] [--skip-client]``
+[--body-size 200] [--partitions 2] [--confirm-rows 20000] [--durable-queue] [--skip-client]
+[--stream with|skip|only]``
 
 For each broker: a direct exchange with one bound queue (unique names, deleted afterwards;
 the queue is non-durable unless ``--durable-queue``); every contender publishes ``--rows``
@@ -29,6 +30,12 @@ without ``--durable-queue`` "persistent" costs the broker little. Contenders:
    returns. Timed from ``save()`` call to return, after an untimed 1,000-row warm-up write
    (Python worker start-up).
 
+5. **Into a stream** (``--stream``, issue 39): a new stream, written by the 0-9-1 sink (option
+   ``stream``: default exchange, routing key = the stream) and then by the sink over the
+   stream protocol (``rabbitmq-stream://``, port 5552) with ``producerName`` (deduplication
+   on), the same DataFrame each, each timed from ``save()`` to return after an untimed warm-up;
+   the stream producers' stored sequences must account for every row.
+
 CPU columns (Linux ``/proc``; "-" where not measurable): **broker CPU µs/msg** is the CPU
 time of the broker process (the local RabbitMQ node's ``beam.smp``; the embedded broker runs
 in its own process, ``spark_amqp.broker.serve``, like RabbitMQ) divided by the messages; **publisher CPU µs/msg**
@@ -55,6 +62,8 @@ from .common import BrokerProcess, local_spark
 from ..client.uri import DEFAULT_URI  # noqa: E402
 
 RABBITMQ_URL = os.environ.get("SPARK_AMQP_RABBITMQ_URL", DEFAULT_URI)
+RABBITMQ_STREAM_URL = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL",
+                                     "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F")
 #: the sink's default maxInFlight (spark_amqp.spark.sink.options)
 SINK_WINDOW = 10000
 
@@ -334,6 +343,73 @@ def bench_sink(spark, t: Target, rows: int, size: int, partitions: int, broker_p
             "publisher_cpu": cpu.publisher}
 
 
+def bench_stream_sinks(spark, url: str, stream_url: str, rows: int, size: int, partitions: int,
+                       broker_pid) -> tuple:
+    """The 0-9-1 sink (option ``stream``: default exchange, routing key = the stream) and the
+    stream-protocol sink with ``producerName`` (deduplication on) writing the same DataFrame
+    into the same new stream, one after the other, each timed from ``save()`` to its return
+    (every message confirmed), after an untimed warm-up write of each. Returns the two result
+    dicts. Raises AssertionError when the stream-protocol producers' stored sequences do not
+    account for every row."""
+    from pyspark.sql import functions as F
+
+    from ..client.stream import connect as stream_connect
+
+    name = f"spark-amqp-bench.sink-stream.{uuid.uuid4().hex[:8]}"
+    df = (spark.range(rows, numPartitions=partitions)
+          .select(F.rpad(F.col("id").cast("string"), size, "x").cast("binary").alias("body"))
+          .cache())
+    df.count()
+    out = []
+    with stream_connect(stream_url) as client:
+        client.create_stream(name)
+        try:
+            for label, opts in (("0-9-1", {"uri": url}),
+                                ("stream", {"uri": stream_url, "producerName": "bench"})):
+                warm = dict(opts, producerName="warm") if "producerName" in opts else opts
+                w = df.limit(1000).write.format("amqp").option("stream", name).mode("append")
+                for k, v in warm.items():
+                    w = w.option(k, v)
+                w.save()
+                with CpuMeter(broker_pid, os.getpid()) as cpu:
+                    t0 = time.monotonic()
+                    w = df.write.format("amqp").option("stream", name).mode("append")
+                    for k, v in opts.items():
+                        w = w.option(k, v)
+                    w.save()
+                    t1 = time.monotonic()
+                    cpu.stop()
+                out.append({"rate": rows / (t1 - t0), "seconds": t1 - t0,
+                            "broker_cpu": cpu.broker, "publisher_cpu": cpu.publisher})
+            # batch 0: a partition's last id is its row count (row + 1)
+            stored = sum(client.query_publisher_sequence(f"bench-{p}", name)
+                         for p in range(partitions))
+            if stored != rows:
+                raise AssertionError(f"stream sink: the producers stored {stored} of {rows} rows")
+        finally:
+            client.delete_stream(name, missing_ok=True)
+            df.unpersist()
+    return tuple(out)
+
+
+def run_stream_rows(name: str, url: str, stream_url: str, args, spark,
+                    broker_pid: int | None = None) -> None:
+    """The rows of the sink into a stream: over 0-9-1 and over the stream protocol with
+    ``producerName`` (issue 39's target: the latter >= 2x the former)."""
+    rows, size, parts = args.rows, args.body_size, args.partitions
+    if broker_pid is None:
+        broker_pid = _rabbitmq_pid(url)
+    print(f"\n== {name} ({url.split('@')[-1]}, stream port {stream_url.split('@')[-1]}): "
+          f"{rows:,} rows x {size} B into one stream ==", flush=True)
+    a, b = bench_stream_sinks(spark, url, stream_url, rows, size, parts, broker_pid)
+    _row(f"Spark amqp sink over 0-9-1 into a stream ({parts} partitions)", a["rate"], rows, a,
+         f"   ({a['seconds']:.1f} s)")
+    _row(f"Spark sink, stream protocol, producerName ({parts} partitions)", b["rate"], rows, b,
+         f"   ({b['seconds']:.1f} s)")
+    print(f"=> stream protocol with deduplication / 0-9-1 sink into the same stream = "
+          f"{b['rate'] / a['rate']:.2f}x (target >= 2x)", flush=True)
+
+
 def _row(label: str, rate: float, n: int, r: dict, extra: str = "") -> None:
     print(f"{label:<58} {rate:>9,.0f} msg/s   broker CPU {_us(r.get('broker_cpu'), n):>6} µs/msg"
           f"   publisher CPU {_us(r.get('publisher_cpu'), n):>6} µs/msg{extra}", flush=True)
@@ -388,16 +464,26 @@ def main(argv=None) -> int:
     p.add_argument("--durable-queue", action="store_true",
                    help="declare the queue durable (RabbitMQ then writes persistent messages "
                         "to disk before confirming them)")
+    p.add_argument("--stream", choices=("with", "skip", "only"), default="with",
+                   help="the rows of the sink into a stream, over 0-9-1 and over the stream "
+                        "protocol with producerName: with the others (default), skip, only")
     args = p.parse_args(argv)
     spark = make_spark(args.partitions)
     try:
         if args.broker in ("rabbitmq", "both"):
-            run_broker("RabbitMQ", RABBITMQ_URL, args, spark)
+            if args.stream != "only":
+                run_broker("RabbitMQ", RABBITMQ_URL, args, spark)
+            if args.stream != "skip":
+                run_stream_rows("RabbitMQ", RABBITMQ_URL, RABBITMQ_STREAM_URL, args, spark)
         if args.broker in ("embedded", "both"):
             # in its own process, as RabbitMQ runs in its own: in this process it would share
             # the GIL with the pika loop (halving pika's rate) but not with the sink's workers
             with BrokerProcess() as broker:
-                run_broker("embedded broker", broker.url, args, spark, broker.pid)
+                if args.stream != "only":
+                    run_broker("embedded broker", broker.url, args, spark, broker.pid)
+                if args.stream != "skip":
+                    run_stream_rows("embedded broker", broker.url, broker.stream_url, args,
+                                    spark, broker.pid)
     finally:
         spark.stop()
     return 0

@@ -21,6 +21,8 @@ content_type, content_encoding, correlation_id, reply_to, expiration, message_id
 user_id, app_id:  string                                       the property of the same name
 partitionKey      string (only with ``superStream``)            the key that picks the super
                                                                stream's partition (not published)
+publishing_id     tinyint, smallint, int, bigint (only with    the row's publishing id (not
+                  ``producerName``)                            published; :mod:`.stream_publish`)
 stream_filter_    string                                       the header ``x-stream-filter-value``
 value                                                          (stream filtering, RabbitMQ 3.13+;
                                                                null: no filter value)
@@ -59,7 +61,7 @@ from .. import schema as S
 from ..errors import SinkDataError, SinkSchemaError
 
 __all__ = ["SinkSchemaError", "SinkDataError", "SinkPlan", "plan_columns", "SINK_COLUMNS",
-           "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "STREAM_FILTER_VALUE", "batch_to_messages"]
+           "IGNORED_SOURCE_COLUMNS", "PARTITION_KEY", "PUBLISHING_ID", "STREAM_FILTER_VALUE", "batch_to_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,8 @@ FILTER_VALUE_HEADER = "x-stream-filter-value"
 IGNORED_SOURCE_COLUMNS = tuple(c for c in S.COLUMNS if c not in SINK_COLUMNS)
 #: sink-only column: the super stream partition key (option ``superStream``)
 PARTITION_KEY = "partitionKey"
+#: sink-only column: the publishing id of each row (option ``producerName``, stream protocol)
+PUBLISHING_ID = "publishing_id"
 
 # BasicProperties positional order (spark_amqp.protocol.properties.PROPERTIES), minus cluster_id
 _PROP_ORDER = (S.CONTENT_TYPE, S.CONTENT_ENCODING, S.HEADERS, S.DELIVERY_MODE, S.PRIORITY,
@@ -108,6 +112,8 @@ class SinkPlan:
         partition_key: the input has a ``partitionKey`` column (``superStream`` only): its
             value, where not null, replaces the routing key in the tuples of
             :func:`batch_to_messages`, which the publisher hashes to pick the partition.
+        publishing_id: the input has a ``publishing_id`` column (``producerName`` only): the
+            rows' publishing ids (:mod:`.stream_publish`), not published as a property.
     """
 
     columns: tuple[str, ...]
@@ -118,6 +124,7 @@ class SinkPlan:
     mandatory: bool
     message_id: str
     partition_key: bool = False
+    publishing_id: bool = False
 
 
 def plan_columns(schema, options) -> SinkPlan:
@@ -149,6 +156,18 @@ def plan_columns(schema, options) -> SinkPlan:
             present[f.name] = t
         elif f.name in IGNORED_SOURCE_COLUMNS:
             present[f.name] = t
+        elif f.name == PUBLISHING_ID:
+            if t not in _INT_TYPES:
+                raise SinkSchemaError(
+                    f"column `{PUBLISHING_ID}` has type {t}; the amqp sink accepts "
+                    + " or ".join(_INT_TYPES) + f" (the publishing id, a uint64 >= 0: cast it, "
+                    f"e.g. col('{PUBLISHING_ID}').cast('bigint'))")
+            if getattr(options, "producer_name", None) is None:
+                raise SinkSchemaError(
+                    f"column `{PUBLISHING_ID}` gives the publishing ids of a deduplicating "
+                    "producer and is only used with the option producerName (and a "
+                    "rabbitmq-stream:// uri); set producerName=NAME or drop the column")
+            present[f.name] = t
         elif f.name == PARTITION_KEY:
             if t != "string":
                 raise SinkSchemaError(
@@ -171,7 +190,7 @@ def plan_columns(schema, options) -> SinkPlan:
         raise SinkSchemaError(
             "the amqp sink does not know column(s) " + ", ".join(unknown)
             + "; accepted: " + ", ".join(SINK_COLUMNS) + f", {PARTITION_KEY} (with "
-            "superStream) (and the source's "
+            f"superStream), {PUBLISHING_ID} (with producerName) (and the source's "
             + ", ".join(IGNORED_SOURCE_COLUMNS) + ", which are ignored). "
             "Drop or rename the other columns before writing.")
     mode = options.message_id
@@ -191,7 +210,8 @@ def plan_columns(schema, options) -> SinkPlan:
     return SinkPlan(columns=cols, body_is_string=present[S.BODY] == "string",
                     exchange=options.exchange, routing_key=options.routing_key,
                     delivery_mode=options.delivery_mode, mandatory=options.mandatory,
-                    message_id=mode, partition_key=PARTITION_KEY in present)
+                    message_id=mode, partition_key=PARTITION_KEY in present,
+                    publishing_id=PUBLISHING_ID in present)
 
 
 def _first_null(col) -> int:

@@ -34,11 +34,13 @@ directions.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from ..connection_options import (CONNECTION, ConnectionFields, ConnectionOptions,
-                                  parse_connection)
+from ..connection_options import (CONNECTION, CONNECTION_OPTIONS, ConnectionFields,
+                                  ConnectionOptions, parse_connection, parse_connection_options,
+                                  redact_uri)
 from ..option_values import LENIENT_BOOLEANS, OptionErrors
 from ..options_table import Option, OptionTable, did_you_mean
 from ..errors import SinkOptionError
@@ -92,6 +94,13 @@ _SINK_ENTRIES = (
            spellings=_LENIENT),
     Option("messageId", "choice", "auto", "`auto` (column, else deterministic), `column`, "
            "`deterministic`, `none` (see below)", choices=MESSAGE_ID_MODES),
+    Option("stream", "custom", None, "stream `NAME` to write into: over the stream protocol "
+           "with a `rabbitmq-stream://` uri; over AMQP 0-9-1 the default exchange with routing "
+           "key `NAME` (exclusive with `exchange`, `routingKey`, `superStream`)"),
+    Option("producerName", "custom", None, "with a `rabbitmq-stream://` uri: deduplicated "
+           "(exactly-once) writes; task `p` publishes as producer `NAME-p` with publishing "
+           "ids from the `publishing_id` column or derived from the batch id and the row "
+           "(see [Exactly-once writes into a stream](#exactly-once-writes-into-a-stream))"),
     Option("superStream", "custom", None, "super stream `NAME`: each row goes to the partition "
            "stream `NAME-i` that RabbitMQ's stream clients pick for its `partitionKey` column "
            "(where not null), else its `routing_key` (see [Super streams]"
@@ -157,6 +166,14 @@ class SinkOptions(ConnectionFields):
     exchange_durable: bool
     message_id: str
     super_stream: Optional[str]
+    stream: Optional[str]
+    producer_name: Optional[str]
+
+    @property
+    def stream_protocol(self) -> bool:
+        """True for a ``rabbitmq-stream://`` / ``rabbitmq-stream+tls://`` uri: the writer
+        publishes over the stream protocol (:mod:`.stream_publish`)."""
+        return is_stream_uri(self.conn.uri)
 
     @property
     def connect_kwargs(self) -> tuple:
@@ -175,7 +192,11 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         options: Spark's case-insensitive options (keys lower-cased, values strings).
 
     Raises:
-        SinkOptionError: ``uri`` not ``amqp://``/``amqps://``; an unknown key (the
+        SinkOptionError: ``uri`` not ``amqp://``/``amqps://``/``rabbitmq-stream://``/
+            ``rabbitmq-stream+tls://``; a stream uri without ``stream``/``superStream`` or
+            with an option that has no meaning there (``exchange``, ``mandatory``...);
+            ``producerName`` without a stream uri; ``stream`` with ``superStream`` (or, over
+            0-9-1, with ``exchange``/``routingKey``); an unknown key (the
             message lists the known ones); a value outside its allowed set or range;
             ``declareExchange=true`` without an ``exchange`` option; TLS options with a
             plain ``amqp://`` URI.
@@ -187,7 +208,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if ignored:
         log.warning("amqp sink: source-only option(s) %s have no effect on a write",
                     ", ".join(ignored))
-    conn = parse_connection(opts, SinkOptionError)
+    conn = (_parse_stream_connection(opts) if is_stream_uri(opts.get("uri", ""))
+            else parse_connection(opts, SinkOptionError))
     values = t.parse_fields(opts)
     declare = values["declare_exchange"]
     default_type = t.default("exchangeType")
@@ -217,5 +239,81 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                                   "through the default exchange: remove the option exchange "
                                   "(and declareExchange)")
 
-    return SinkOptions(conn=conn, **{**values, "exchange_type": ex_type,
-                                     "super_stream": super_stream})
+    stream = _name_option(opts, "stream", "a stream name of 1..255 UTF-8 bytes", 255)
+    producer = _name_option(opts, "producerName", "a producer name of 1..240 UTF-8 bytes "
+                            "(the task's partition id is appended)", 240)
+    if stream is not None and super_stream is not None:
+        raise SinkOptionError("options stream and superStream exclude each other: give one")
+    if stream is not None and not is_stream_uri(conn.uri):
+        if exchange is not None or declare or routing_key is not None:
+            raise SinkOptionError("option stream publishes through the default exchange with "
+                                  "routing key NAME over AMQP 0-9-1: remove the options "
+                                  "exchange, routingKey and declareExchange")
+        exchange, routing_key = "", stream
+    if is_stream_uri(conn.uri):
+        if stream is None and super_stream is None:
+            raise SinkOptionError("a rabbitmq-stream:// uri writes into a stream: give the option "
+                                  "stream=NAME (or superStream=NAME)")
+        bad = [SINK_OPTIONS.get(k, k) for k in ("exchange", "declareexchange", "mandatory",
+                                              "onreturn", "maxmessagebytes", "blockedtimeoutms")
+               if k in opts]
+        if bad:
+            raise SinkOptionError(
+                f"option(s) {', '.join(bad)} have no meaning over the stream protocol (a "
+                "rabbitmq-stream:// uri writes straight into the stream): remove them, or use "
+                "an amqp:// uri")
+    elif producer is not None:
+        raise SinkOptionError(
+            f"option producerName (deduplicated writes) needs the stream protocol: a "
+            f"rabbitmq-stream:// uri and the option stream or superStream, got uri "
+            f"{redact_uri(conn.uri)!r} (RabbitMQ deduplicates by producer name only on its "
+            "stream port, 5552)")
+    return SinkOptions(conn=conn, **{**values, "exchange": exchange, "routing_key": routing_key,
+                                     "exchange_type": ex_type, "super_stream": super_stream,
+                                     "stream": stream, "producer_name": producer})
+
+
+def is_stream_uri(uri: str) -> bool:
+    """Whether ``uri`` has a stream-protocol scheme (``rabbitmq-stream://``,
+    ``rabbitmq-stream+tls://``)."""
+    return bool(re.match(r"^\s*rabbitmq-stream(\+tls)?://", str(uri or ""), re.IGNORECASE))
+
+
+def _name_option(opts: Mapping[str, str], name: str, allowed: str, limit: int) -> Optional[str]:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    value = raw.strip()
+    if not value or len(value.encode("utf-8")) > limit:
+        raise _ERRORS.invalid(name, raw, allowed)
+    return value
+
+
+def _parse_stream_connection(opts: Mapping[str, str]) -> ConnectionOptions:
+    """The connection options of a ``rabbitmq-stream[+tls]://`` uri: the same keywords as for
+    ``amqp://`` (TLS options need ``rabbitmq-stream+tls://``; ``addresses`` default to port
+    5552, 5551 with TLS), checked by the stream client's URI parser
+    (:func:`spark_amqp.client.stream.parse_stream_uri`). Raises SinkOptionError naming the
+    option."""
+    from ...client.stream.params import parse_stream_uri
+    from ...client.uri import parse_addresses
+
+    uri = str(opts.get("uri")).strip()
+    try:
+        parse_stream_uri(uri)
+    except ValueError as exc:
+        raise SinkOptionError(f"option uri: {redact_uri(str(exc))}") from None
+    tls = uri.lower().startswith("rabbitmq-stream+tls://")
+    # the shared parser checks TLS options against an AMQP scheme of the same security
+    try:
+        kw = parse_connection_options({k: v for k, v in opts.items() if k != "addresses"},
+                                      "amqps://" if tls else "amqp://", SinkOptionError)
+    except SinkOptionError as exc:
+        raise SinkOptionError(str(exc).replace("an amqps:// uri",
+                                               "a rabbitmq-stream+tls:// uri")) from None
+    if "addresses" in opts:
+        try:
+            kw["addresses"] = parse_addresses(str(opts["addresses"]), 5551 if tls else 5552)
+        except ValueError as exc:
+            raise SinkOptionError(f"option addresses: {exc}") from None
+    return ConnectionOptions(uri, tuple(sorted(kw.items())))

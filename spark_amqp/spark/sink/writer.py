@@ -29,6 +29,14 @@ message carries a deterministic ``message_id`` (unless ``messageId=none``/``colu
 ``"{queryId}:{batchId}:{partitionId}:{row}"`` for streams, ``"{writeId}:{partitionId}:{row}"``
 for a batch ``save()``, the same on a retry, so consumers can drop the duplicates.
 
+**Over the stream protocol** (a ``rabbitmq-stream://`` uri with the option ``stream`` or
+``superStream``): each task publishes with :class:`.stream_publish.StreamTaskPublisher`; with
+``producerName`` the write is **exactly-once** (task ``p`` is producer ``<producerName>-<p>``,
+publishing ids from a ``publishing_id`` column or ``batchId * 2**32 + row + 1`` with batch id
+0 for a batch ``save()``; rows the stream already holds are skipped, repeats dropped by the
+broker), without it at-least-once. The rule and its limits: :mod:`.stream_publish`,
+docs/sink.md "Exactly-once writes into a stream".
+
 Save modes: use ``.mode("append")``. Spark itself rejects the default ``errorifexists`` for
 Python data sources (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``, seen with pyspark 4.3), and this
 sink rejects ``overwrite`` (published messages cannot be replaced). Streaming output modes
@@ -63,7 +71,8 @@ class AmqpCommitMessage(WriterCommitMessage):
 
     Attributes: partition_id (int), rows (int, input rows), published (int), confirmed (int,
     acked by the broker), returned (int; non-zero only with ``onReturn=ignore``), body_bytes
-    (int), seconds (float, connect → last confirm).
+    (int), seconds (float, connect → last confirm), skipped (int; stream protocol with
+    ``producerName``: rows already in the stream, not sent again).
     """
 
     partition_id: int
@@ -73,6 +82,7 @@ class AmqpCommitMessage(WriterCommitMessage):
     returned: int
     body_bytes: int
     seconds: float
+    skipped: int = 0
 
 
 def _task_context():
@@ -104,6 +114,64 @@ def _write_partition(options: SinkOptions, plan: SinkPlan, iterator, id_prefix: 
                              stats.returned, stats.body_bytes, stats.seconds)
 
 
+def _publishing_ids(plan: SinkPlan, batch, batch_id: int, row: int):
+    """The publishing ids of one Arrow batch whose first row is task row ``row``: the
+    ``publishing_id`` column (a list of ints, None for nulls) or the derived rule
+    (:func:`.stream_publish.derived_publishing_ids`)."""
+    from .convert import PUBLISHING_ID
+    from .stream_publish import derived_publishing_ids
+
+    if plan.publishing_id:
+        return batch.column(batch.schema.names.index(PUBLISHING_ID)).to_pylist()
+    try:
+        return derived_publishing_ids(batch_id, row, batch.num_rows)
+    except ValueError as exc:
+        raise SinkDataError(str(exc)) from None
+
+
+def _write_partition_stream(options: SinkOptions, plan: SinkPlan, iterator,
+                            id_prefix: Optional[str], label: str, partition_id: int,
+                            batch_id: int) -> AmqpCommitMessage:
+    """Publish one task's Arrow batches over the stream protocol
+    (:mod:`.stream_publish`): with ``producerName``, deduplicated under publishing ids from
+    the ``publishing_id`` column or derived from (``batch_id``, partition, row)."""
+    from .stream_publish import StreamTaskPublisher, task_producer_name
+
+    name = (task_producer_name(options.producer_name, partition_id)
+            if options.producer_name else None)
+    row = 0
+    with StreamTaskPublisher(options, label, name) as pub:
+        for batch in iterator:
+            n = batch.num_rows
+            if not n:
+                continue
+            try:
+                messages = batch_to_messages(plan, batch, id_prefix, row)
+                ids = _publishing_ids(plan, batch, batch_id, row) if name else None
+            except SinkDataError as exc:
+                raise SinkDataError(f"amqp sink {label}: {exc}; that batch starts at row {row} "
+                                    "of the task") from exc
+            pub.publish(messages, ids, row)
+            del messages
+            row += n
+        stats = pub.finish()
+    stats.rows = row
+    if stats.skipped:
+        log.info("amqp sink %s: %d row(s) were in the stream already (producer %s) and were "
+                 "not sent again", label, stats.skipped, name)
+    return AmqpCommitMessage(partition_id, stats.rows, stats.published, stats.confirmed,
+                             stats.returned, stats.body_bytes, stats.seconds, stats.skipped)
+
+
+def _batch_id(value) -> int:
+    """The micro-batch id of a task's local property (``streaming.sql.batchId``); -1 when
+    it is missing or not an integer."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
+
+
 def _summarize(messages: List[Optional[AmqpCommitMessage]]) -> dict:
     ok = [m for m in messages if isinstance(m, AmqpCommitMessage)]
     return {
@@ -111,6 +179,7 @@ def _summarize(messages: List[Optional[AmqpCommitMessage]]) -> dict:
         "rows": sum(m.rows for m in ok), "published": sum(m.published for m in ok),
         "confirmed": sum(m.confirmed for m in ok), "returned": sum(m.returned for m in ok),
         "body_bytes": sum(m.body_bytes for m in ok),
+        "skipped": sum(getattr(m, "skipped", 0) for m in ok),
     }
 
 
@@ -148,6 +217,11 @@ class AmqpWriter(DataSourceArrowWriter):
         attempt = ctx.attemptNumber() if ctx is not None else 0
         prefix = None if self.plan.message_id in ("column", "none") else f"{self.write_id}:{pid}"
         label = f"partition {pid} (attempt {attempt}) of write {self.write_id}"
+        if self.options.stream_protocol:
+            # a batch write is batch 0 of its producer names: the same write run again (same
+            # producerName, same partitions and rows) has the same ids and adds nothing
+            return _write_partition_stream(self.options, self.plan, iterator, prefix, label,
+                                           pid, 0)
         return _write_partition(self.options, self.plan, iterator, prefix, label, pid)
 
     def commit(self, messages: List[Optional[AmqpCommitMessage]]) -> None:
@@ -188,6 +262,15 @@ class AmqpStreamWriter(DataSourceStreamArrowWriter):
         prefix = None if self.plan.message_id in ("column", "none") \
             else f"{query_id}:{batch_id}:{pid}"
         label = f"partition {pid} of micro-batch {batch_id} of query {query_id}"
+        if self.options.stream_protocol:
+            bid = _batch_id(batch_id)
+            if bid < 0 and self.options.producer_name and not self.plan.publishing_id:
+                raise AmqpSinkError(
+                    f"amqp sink {label}: the task has no micro-batch id "
+                    "(local property streaming.sql.batchId), which the derived publishing ids "
+                    "of producerName need; give a publishing_id column")
+            return _write_partition_stream(self.options, self.plan, iterator, prefix, label,
+                                           pid, bid)
         return _write_partition(self.options, self.plan, iterator, prefix, label, pid)
 
     def commit(self, messages: List[Optional[AmqpCommitMessage]], batchId: int) -> None:
