@@ -22,6 +22,13 @@ the broker to 2.5 GB). Now:
   loop is cheap to unpickle. Errors are 400 ``bad_request`` with the reason (``not_json`` for
   unparseable JSON, as RabbitMQ).
 
+- **memory given back**: a large body is freed into the C heap, where glibc keeps it (a
+  freed block below the heap's top is not returned to the system): in the load test of issue
+  41 (tests/broker/test_abuse_load.py) the broker's heap went from 9 to 19-32 MiB and stayed
+  there. :data:`TRIM_DELAY` seconds after the last large body is done (none in progress), the
+  reader calls glibc's ``malloc_trim(0)``, which gives the free pages back (19 -> 9 MiB);
+  elsewhere than glibc nothing is done.
+
 Arguments (of queues, exchanges, bindings, message headers) nest at most 64 levels anyway:
 the AMQP codec's limit (``protocol.values.MAX_DEPTH``), checked by the broker core for both
 ports (:func:`spark_amqp.broker.rules.check_arguments`).
@@ -30,6 +37,8 @@ ports (:func:`spark_amqp.broker.rules.check_arguments`).
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import pickle
 import sys
@@ -39,7 +48,7 @@ from .http import ApiError
 from .json_worker import ANSWER, REQUEST, parse_checked
 
 __all__ = ["BodyReader", "route_limits", "INLINE_PARSE", "SMALL_BODY", "MAX_DEPTH", "MAX_VALUES",
-           "BUDGET_BODIES"]
+           "BUDGET_BODIES", "TRIM_DELAY"]
 
 log = logging.getLogger("spark_amqp.management")
 
@@ -53,6 +62,21 @@ MAX_DEPTH = 100
 MAX_VALUES = 100_000
 #: the memory budget of large bodies, in bodies of max_body_size
 BUDGET_BODIES = 4
+#: seconds after the last large body before the freed heap is given back (malloc_trim)
+TRIM_DELAY = 1.0
+
+
+def _malloc_trim():
+    """glibc's ``malloc_trim`` (a callable taking the bytes to keep), None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):   # not glibc (musl has no malloc_trim)
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
 
 #: routes (method, pattern) that take bulk data up to http.max_body_size, and whether their
 #: JSON may hold more than MAX_VALUES values
@@ -108,6 +132,20 @@ class BodyReader:
         self._worker: asyncio.subprocess.Process | None = None
         self._lock: asyncio.Lock | None = None
         self._no_worker = False
+        self._trim: asyncio.TimerHandle | None = None
+
+    def _trim_later(self) -> None:
+        """Give the freed heap back :data:`TRIM_DELAY` s after the last large body (debounced)."""
+        if _MALLOC_TRIM is None:
+            return
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = asyncio.get_running_loop().call_later(TRIM_DELAY, self._trim_now)
+
+    def _trim_now(self) -> None:
+        self._trim = None
+        if self.budget.used == 0:
+            _MALLOC_TRIM(0)
 
     async def read(self, request, limit: int) -> bytes:
         """The body of ``request`` (at most ``limit`` bytes). Raises :class:`ApiError` 413 (too
@@ -144,6 +182,7 @@ class BodyReader:
         finally:
             if held:
                 await self.budget.release(held)
+                self._trim_later()
 
     async def parse(self, raw: bytes, max_values: int | None) -> Any:
         """The JSON value of ``raw`` (see the module docstring); 400 ``bad_request`` when it
@@ -191,6 +230,9 @@ class BodyReader:
 
     async def close(self) -> None:
         """Stop the worker process (it also exits by itself when the broker's end closes)."""
+        if self._trim is not None:
+            self._trim.cancel()
+            self._trim = None
         w, self._worker = self._worker, None
         if w is not None and w.returncode is None:
             w.stdin.close()
