@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 
 import pytest
+from session_guard import unique_name
 
 SURI = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL",
                       "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F")
@@ -45,7 +45,7 @@ def streams(urls):
     made = []
     with connect(urls[0]) as c:
         def make(partitions=None):
-            name = f"h39w-sink-{uuid.uuid4().hex[:10]}"
+            name = unique_name("stream-sink")
             if partitions is None:
                 c.create_stream(name)
                 made.append(name)
