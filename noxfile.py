@@ -51,14 +51,17 @@ def _install(session: nox.Session, pyspark: str) -> None:
     """PySpark ``pyspark``.* first, then the package editable (test and broker extras) under a
     constraint that pins the PySpark just installed."""
     session.install(f"pyspark[sql,connect]=={pyspark}.*")
-    frozen = session.run("python", "-m", "pip", "freeze", silent=True)
-    pins = [line for line in frozen.splitlines() if line.lower().startswith("pyspark==")]
+    # run_install: also under --install-only (where session.run runs nothing)
+    version = session.run_install("python", "-c", "import importlib.metadata as m; "
+                                  "print(m.version('pyspark'))", silent=True)
+    if version is None:  # nox -R (--no-install): the venv is reused as it is
+        return
+    version = version.strip()
     constraint = os.path.join(session.create_tmp(), "pyspark-constraint.txt")
     with open(constraint, "w") as f:
-        f.write("\n".join(pins) + "\n")
+        f.write(f"pyspark=={version}\n")
     session.install("-c", constraint, "-e", ".[test,broker]")
-    session.run("python", "-c", "import pyspark, sys; print('PySpark', pyspark.__version__, "
-                "'CPython', sys.version.split()[0])")
+    session.log(f"PySpark {version}")
 
 
 def _pytest(session: nox.Session, paths: list[str]) -> None:

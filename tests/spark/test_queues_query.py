@@ -17,7 +17,7 @@ from source_helpers import (consumer_count, declare, delete, kill_group,
 from spark_amqp.spark.source.compat import ReadLimit
 
 #: PySpark 4.2+: admission control for Python sources; 4.0/4.1 run Trigger.AvailableNow as one
-#: batch (Spark's AvailableNowDataStreamWrapper calls latestOffset() once)
+#: batch (Spark falls back to single-batch execution for a source without it)
 ADMISSION_CONTROL = ReadLimit is not None
 
 pytestmark = pytest.mark.spark
@@ -205,6 +205,15 @@ def test_restart_replays_as_redeliveries(spark, broker_url, queue, tmp_path):
           .start())
     assert sq.awaitTermination(120)
     assert got[0] == (0, [])                              # the replayed range: empty
+    if not ADMISSION_CONTROL:
+        # 4.0/4.1: AvailableNow falls back to one batch, here the replayed one; the next run
+        # reads the messages (Spark: "may not guarantee processing new data if there is an
+        # uncommitted batch")
+        assert len(got) == 1
+        sq = (_stream(spark, broker_url, [q], checkpointLocation=ck).writeStream
+              .foreachBatch(collect).trigger(availableNow=True).option("checkpointLocation", ck)
+              .start())
+        assert sq.awaitTermination(120)
     rows = [r for _, rs in got[1:] for r in rs]
     assert sorted(rows) == sorted((b"r%d" % i, True) for i in range(8))
     assert message_count(broker_url, q) == 0
