@@ -4,9 +4,11 @@ the commit log (read-only, local file systems only).
 Why: on PySpark 4.0/4.1 the Python source runner learns of a batch's commit only through
 ``commit(end)``, which Spark's ``MicroBatchExecution`` calls for batch N when it constructs
 batch N+1 (after writing offset log N+1). The last batch of a run has no batch N+1, and
-``Trigger.AvailableNow`` on those versions wraps the source in Spark's
-``AvailableNowDataStreamWrapper``, which calls the Python ``latestOffset()`` once (in
-``prepareForTriggerAvailableNow``) and never again. After the last batch's commit log the only
+``Trigger.AvailableNow`` on those versions is one batch: the Python source does not implement
+``SupportsTriggerAvailableNow``, so ``MicroBatchExecution`` falls back to single-batch
+execution (or, with ``spark.sql.streaming.triggerAvailableNowWrapper.enabled``, wraps it in
+``AvailableNowDataStreamWrapper``, which calls ``latestOffset()`` once, in
+``prepareForTriggerAvailableNow``). After the last batch's commit log the only
 callback the source gets is ``stop()`` (``pyspark/sql/streaming/
 python_streaming_source_runner.py``: ``finally: reader.stop()``). So ``stop()`` reads the
 checkpoint, when the user gives its location to the source too, and acks what its newest
