@@ -42,9 +42,10 @@ maxMessagesPerTrigger / len(queues))``:
 * else ``2 * share`` with several consumers.
 
 A ``prefetch`` smaller than the share is allowed: it only caps the batch at the window. It
-cannot stall the source (FLINK-23183) because ``latestOffset(start, limit)`` (PySpark 4.2+, the
-only versions this package supports) acks the previous batch before planning the next one,
-which reopens the window; ``commit(end)`` is not needed for progress.
+cannot stall the source (FLINK-23183) because ``latestOffset`` acks the previous batch before
+planning the next one, which reopens the window (``start`` on PySpark 4.2+; on 4.0/4.1 the end
+it returned before, :meth:`.offset_reader.QueueOffsetReader.previous_end`); ``commit(end)`` is
+not needed for progress.
 """
 
 from __future__ import annotations
