@@ -85,7 +85,9 @@ def main() -> None:
     spark = runner_session("amqp-source-runner")
     if idle_markers:
         spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
-    reader = spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+    # checkpointLocation on the reader too: PySpark 4.0/4.1 ack a run's last batch at stop
+    reader = (spark.readStream.format("amqp").option("uri", url).option("queue", queue)
+              .option("checkpointLocation", checkpoint))
     for kv in extra:
         k, v = kv.split("=", 1)
         reader = reader.option(k, v)

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from spark_amqp.spark.source.compat import ReadLimit
+
 from source_helpers import (broker_variants_at_once, broker_view, committed_sink_ids, declare,
                             delete, dump_group_stacks, fast_publish, kill_group, message_count,
                             start_runner, wait_until)
@@ -83,19 +85,24 @@ def crash_scenario(broker_url: str, tmp_path) -> tuple[str, int]:
                 time.sleep(rnd.uniform(0.0, 1.5))      # a random point: mid-batch or between
             finally:
                 kill_group(p)
-        markers = tmp_path / "final"
-        p = start_runner(broker_url, q, str(ck), str(out), str(markers), "availableNow", *opts,
-                         log_path=tmp_path / "runner.log")
-        try:
+        # PySpark 4.0/4.1: an AvailableNow run is one batch (docs/getting-started.md): run
+        # it again until the queue is empty (a few runs: at most the unacked windows remain)
+        for final in range(1 if ReadLimit is not None else 12):
+            markers = tmp_path / f"final{final}"
+            p = start_runner(broker_url, q, str(ck), str(out), str(markers), "availableNow",
+                             *opts, log_path=tmp_path / "runner.log")
             try:
-                rc = p.wait(timeout=400)
-            except subprocess.TimeoutExpired as e:
-                raise AssertionError(f"the AvailableNow run did not finish in 400 s\n"
-                                     f"{dump_group_stacks(p)}") from e
-            assert rc == 0, (tmp_path / "runner.log").read_text()[-3000:]
-        finally:
-            kill_group(p)
-        assert (markers / "done").exists()
+                try:
+                    rc = p.wait(timeout=400)
+                except subprocess.TimeoutExpired as e:
+                    raise AssertionError(f"the AvailableNow run did not finish in 400 s\n"
+                                         f"{dump_group_stacks(p)}") from e
+                assert rc == 0, (tmp_path / "runner.log").read_text()[-3000:]
+            finally:
+                kill_group(p)
+            assert (markers / "done").exists()
+            if ReadLimit is None and message_count(broker_url, q) == 0:
+                break
         wait_until(lambda: message_count(broker_url, q) == 0, 30, what="queue empty")
         return str(out), mid_stream
     finally:

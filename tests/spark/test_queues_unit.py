@@ -514,6 +514,63 @@ def test_no_start_signature_reconnect_does_not_report_a_new_offset():
     assert r.latestOffset() == e1                # reconnected, nothing new
 
 
+def test_no_start_signature_acks_the_previous_end_before_planning():
+    """PySpark 4.0/4.1 (latestOffset() without start): the end returned before is committed
+    when Spark asks for the next one (commit log N precedes batch N+1's latestOffset), so it
+    is acked then, as 4.2+ acks ``start``; a prefetch window of one batch does not stall."""
+    broker, clock = FakeBroker(["a"]), FakeClock()
+    for i in range(4):
+        broker.publish("a", b"%d" % i)
+    r = _reader(broker, clock, prefetch="2")
+    r.initialOffset()
+    e1 = r.latestOffset()
+    assert broker.acked["a"] == [] and SourceOffset.from_dict(e1).get("a") == 2
+    e2 = r.latestOffset()                        # no commit(e1) call: acked here
+    assert broker.acked["a"] == [b"0", b"1"] and SourceOffset.from_dict(e2).get("a") == 4
+
+
+def _checkpoint(root, batches, committed):
+    """A checkpoint folder as Spark writes it: offsets/N for each (N, offset), commits/N for
+    the committed ids."""
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    for n, off in batches:
+        (root / "offsets" / str(n)).write_text(
+            'v1\n{"batchWatermarkMs":0}\n' + json.dumps(off) + "\n")
+    for n in committed:
+        (root / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+        (root / "commits" / f".{n}.crc").write_text("x")
+
+
+def test_stop_acks_what_the_checkpoint_committed(tmp_path):
+    """PySpark 4.0/4.1 AvailableNow: no callback follows the last batch's commit log but
+    stop(); with ``checkpointLocation`` it acks what the newest commit covers, and nothing of
+    an uncommitted batch (spark_amqp/spark/source/checkpoint.py)."""
+    for committed, want in (([0], [b"0", b"1", b"2"]), ([], [])):
+        broker, clock = FakeBroker(["a"]), FakeClock()
+        for i in range(3):
+            broker.publish("a", b"%d" % i)
+        ck = tmp_path / f"ck{len(committed)}"
+        r = _reader(broker, clock, checkpointLocation=str(ck))
+        r.initialOffset()
+        e1 = r.latestOffset()
+        _checkpoint(ck, [(0, e1)], committed)
+        r.stop()
+        assert broker.acked["a"] == want
+
+
+def test_checkpoint_reader_reads_the_newest_committed_batch(tmp_path):
+    from spark_amqp.spark.source.checkpoint import last_committed_offsets, local_checkpoint_dir
+
+    off = lambda n: {"queues": {"a": n}, "session": "s"}  # noqa: E731
+    _checkpoint(tmp_path / "c", [(0, off(1)), (1, off(2)), (2, off(3))], [0, 1])
+    assert last_committed_offsets(str(tmp_path / "c")) == [off(2)]
+    assert last_committed_offsets("file://" + str(tmp_path / "c")) == [off(2)]
+    assert last_committed_offsets(str(tmp_path / "none")) == []
+    assert local_checkpoint_dir("s3a://bucket/ck") is None
+    assert last_committed_offsets("s3a://bucket/ck") == []
+
+
 def _snapshot_of_10_with_6_in_flight():
     """(broker, reader, the 6 late deliveries, initial offset): an AvailableNow snapshot of 10
     messages of which 4 are ready and 6 still "in flight"."""

@@ -9,6 +9,8 @@ import pika
 import pytest
 from chispa import assert_df_equality
 
+from spark_amqp.spark.source.compat import ReadLimit
+
 from source_helpers import delete, publish, wait_until
 from stream_helpers import declare_stream, pika_read
 
@@ -60,6 +62,10 @@ def test_streaming_query_reads_two_streams_in_ranges(spark, broker_url, stream, 
     q, out = _available_now(spark, df, tmp_path, "st_two")
     rows = out.select("queue", "offset", "body", "message_id", "headers").collect()
     got = sorted((r.queue, r.offset, bytes(r.body)) for r in rows)
+    if ReadLimit is None:  # PySpark 4.0/4.1: AvailableNow is one batch (getting-started.md)
+        assert len(got) == 100 and set(got) <= set(
+            [(a, i, b"a%d" % i) for i in range(300)] + [(b, i, b"b%d" % i) for i in range(120)])
+        return
     assert got == sorted([(a, i, b"a%d" % i) for i in range(300)]
                          + [(b, i, b"b%d" % i) for i in range(120)])
     r = [x for x in rows if x.queue == a and x.offset == 7][0]

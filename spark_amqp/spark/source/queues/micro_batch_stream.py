@@ -122,8 +122,11 @@ class AmqpQueueMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailable
         Returns ``start`` unchanged when nothing new is buffered (no empty batches).
         """
         self._in_runner()
-        if start is not None:  # committed: no task needs those partitions again
-            self.partitioner.release(start, self._session_id())
+        # committed (on 4.0/4.1 the previous end is: see QueueOffsetReader.previous_end): no
+        # task needs those partitions again
+        done = start if start is not None else self.offsets.previous_end()
+        if done is not None:
+            self.partitioner.release(done, self._session_id())
         o = self.options
         limits = read_limits(limit, start is not None, o.max_messages_per_trigger,
                              o.max_bytes_per_trigger)
@@ -178,7 +181,13 @@ class AmqpQueueMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailable
     def stop(self, fast: bool = False) -> None:
         """Close the connection (unacked deliveries are requeued by the broker), then the
         partition server. ``fast``: Spark is ending the process (only ``connection.close``,
-        and the server's thread is not waited for)."""
+        and the server's thread is not waited for).
+
+        With the ``checkpointLocation`` option (PySpark 4.0/4.1: no callback follows the last
+        batch's commit log but this one, :mod:`..checkpoint`), first ack what the checkpoint's
+        newest commit covers, so that an ``AvailableNow`` run leaves its messages acked."""
+        if self.options.checkpoint_location is not None:
+            self.offsets.ack_checkpointed(self.options.checkpoint_location)
         self.offsets.close(fast)
         # after the connection: Spark ends the runner moments after asking it to stop
         self.partitioner.close(fast)

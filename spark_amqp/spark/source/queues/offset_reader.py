@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from spark_amqp.client.failover import retryable
 
+from ..checkpoint import last_committed_offsets
 from ..pacing import TriggerPacer
 from ..read_limits import Limits
 from .budget import AvailableNowBudget
@@ -291,7 +292,11 @@ class QueueOffsetReader:
         """Ack up to ``start``, then plan the next batch end (see the module doc). Returns
         ``start`` unchanged when nothing new is buffered (no empty batches); on the PySpark
         4.0/4.1 signature (``start`` None) the last end returned."""
-        start_off = SourceOffset.from_dict(start) if start is not None else None
+        if start is not None:
+            start_off = SourceOffset.from_dict(start)
+        else:  # PySpark 4.0/4.1: the last end returned is committed (see previous_end)
+            prev = self.previous_end()
+            start_off = SourceOffset.from_dict(prev) if prev is not None else None
         plan = self._next_plan(start_off, limits)
         if plan is None or plan.total == 0:
             return self._unchanged(start)
@@ -336,6 +341,33 @@ class QueueOffsetReader:
                     retried = True  # several addresses: fail over within this trigger
                     continue
                 return None
+
+    def previous_end(self) -> dict | None:
+        """The last end offset :meth:`next_end` returned (None before the first): on PySpark
+        4.0/4.1, whose ``latestOffset()`` gets no ``start``, what 4.2+ passes as ``start``.
+        Spark's synchronous ``MicroBatchExecution`` asks for batch N+1's end only after it
+        wrote batch N's commit log (``runBatch`` ends with ``commitLog.add``; the next trigger
+        then calls ``constructNextBatch``), and every end returned here that differs from the
+        previous one became a batch; a failed batch ends the query, so no call follows it."""
+        return self._last_end
+
+    def ack_checkpointed(self, location: str) -> None:
+        """Ack what the newest committed batch of the checkpoint at ``location`` covers
+        (:func:`..checkpoint.last_committed_offsets`: the offsets of this session only; an
+        unreadable checkpoint or a lost connection acks nothing: the broker requeues). Called
+        by ``stop`` on PySpark 4.0/4.1 (see :mod:`..checkpoint` for why)."""
+        s = self.session
+        if s is None or self.supervisor.consumer is None:
+            return
+        try:
+            offsets = last_committed_offsets(location)
+        except OSError as e:
+            log.warning("amqp source: could not read checkpoint %r (%s): the last batch is not "
+                        "acked (it is redelivered to the next run)", location, e)
+            return
+        for d in offsets:
+            if d.get("session") == s.id:
+                self._ack_safely(SourceOffset.from_dict(d))
 
     def _take(self, plan: BatchPlan) -> dict:
         """**take**: mark ``plan`` in the buffers; the new end offset."""

@@ -42,9 +42,10 @@ maxMessagesPerTrigger / len(queues))``:
 * else ``2 * share`` with several consumers.
 
 A ``prefetch`` smaller than the share is allowed: it only caps the batch at the window. It
-cannot stall the source (FLINK-23183) because ``latestOffset(start, limit)`` (PySpark 4.2+, the
-only versions this package supports) acks the previous batch before planning the next one,
-which reopens the window; ``commit(end)`` is not needed for progress.
+cannot stall the source (FLINK-23183) because ``latestOffset`` acks the previous batch before
+planning the next one, which reopens the window (``start`` on PySpark 4.2+; on 4.0/4.1 the end
+it returned before, :meth:`.offset_reader.QueueOffsetReader.previous_end`); ``commit(end)`` is
+not needed for progress.
 """
 
 from __future__ import annotations
@@ -146,6 +147,9 @@ _QUEUE_ENTRIES = (
     Option("availableNowIdleTimeout", "duration", 5.0, "`Trigger.AvailableNow`: seconds to wait "
            "for the messages counted at the start, or for a reconnect after a connection loss, "
            "before finishing (or a duration: `500ms`)", plain="seconds"),
+    Option("checkpointLocation", "text", None, "PySpark 4.0/4.1: the query's "
+           "`checkpointLocation` (a local path), so that the source acks the run's last batch "
+           "at stop once the checkpoint has committed it (4.2+ does not need it)"),
     *PACING_OPTIONS,
     Option("exchange", "custom", None, "the exchange to subscribe to: at every (re)connect the "
            "source declares `queue` (durable) and binds it once per binding key (both "
@@ -220,6 +224,8 @@ class SourceOptions(ConnectionFields):
     queue_arguments: dict = field(default_factory=dict)
     fail_on_data_loss: bool
     available_now_idle_timeout: float
+    #: PySpark 4.0/4.1: the query's checkpoint, read at stop (:mod:`..checkpoint`); None = unset
+    checkpoint_location: str | None = None
     #: exchange subscription: None, or the exchange the source's one queue is bound to
     exchange: str | None = None
     exchange_declare: bool
