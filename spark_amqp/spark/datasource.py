@@ -29,7 +29,11 @@ from .errors import leading_errors
 __all__ = ["AmqpDataSource"]
 
 
-@leading_errors("schema", "streamReader", "reader", "writer", "streamWriter")
+# not "streamReader": PySpark's streaming source runner (python_streaming_source_runner.py,
+# 4.2-4.3) calls ``reader.stop()`` in a ``finally`` whose ``reader`` is unbound when
+# ``streamReader`` raised, so the error it reports is that UnboundLocalError, with ours only in
+# the full traceback's "During handling" part: hiding the traceback would hide our message
+@leading_errors("schema", "reader", "writer", "streamWriter")
 class AmqpDataSource(DataSource):
     """AMQP 0-9-1 (RabbitMQ) data source named ``amqp``.
 
