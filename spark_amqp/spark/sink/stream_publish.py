@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from ...protocol.amqp10.convert import ConversionError, prefix_v43, prefix_v310
 from ...protocol.amqp10.types import RABBIT_4, RABBIT_310
 from ..errors import AmqpSinkError, SinkDataError
+from .publish import TaskStats
 
 __all__ = ["StreamTaskPublisher", "StreamTaskStats", "Amqp10Rows", "derived_publishing_id",
            "derived_publishing_ids", "task_producer_name", "ROW_BITS", "MAX_ROWS_PER_TASK",
@@ -208,19 +209,12 @@ class Amqp10Rows:
 
 
 @dataclass
-class StreamTaskStats:
-    """Counters of one task over the stream protocol: rows (input rows), published (messages
-    sent), skipped (rows at or below their producer's stored sequence: written by an earlier
-    attempt), confirmed (confirms received: a message the broker dropped as a duplicate is
-    confirmed too), body_bytes (bodies sent), seconds (connect → last confirm)."""
+class StreamTaskStats(TaskStats):
+    """:class:`~.publish.TaskStats` of one task over the stream protocol, plus skipped (rows at
+    or below their producer's stored sequence: written by an earlier attempt); confirmed counts
+    a message the broker dropped as a duplicate too, returned stays 0 (no basic.return here)."""
 
-    rows: int = 0
-    published: int = 0
     skipped: int = 0
-    confirmed: int = 0
-    returned: int = 0
-    body_bytes: int = 0
-    seconds: float = 0.0
 
 
 class _Target:
