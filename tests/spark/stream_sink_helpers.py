@@ -4,35 +4,16 @@ the project's stream client."""
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 from session_guard import unique_name
-
-SURI = os.environ.get("SPARK_AMQP_RABBITMQ_STREAM_URL",
-                      "rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F")
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
-            return True
-    except OSError:
-        return False
+from stream_urls import rabbitmq_stream_url
 
 
 @pytest.fixture(params=["rabbitmq", "embedded"])
 def urls(request):
     """``(stream url, amqp url)`` of each broker."""
     if request.param == "rabbitmq":
-        amqp = request.getfixturevalue("rabbitmq_url")
-        url = SURI
-        if not _port_open(5552):
-            if os.environ.get("SPARK_AMQP_REQUIRE_RABBITMQ") == "1":
-                pytest.fail("RabbitMQ's stream port 5552 is not reachable")
-            pytest.skip("RabbitMQ's stream port 5552 is not reachable (rabbitmq_stream plugin)")
-        return url, amqp
+        return rabbitmq_stream_url(request), request.getfixturevalue("rabbitmq_url")
     b = request.getfixturevalue("embedded_stream_broker")
     return b.stream_url, b.url
 
