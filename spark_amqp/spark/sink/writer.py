@@ -91,25 +91,39 @@ def _task_context():
     return TaskContext.get()
 
 
+def _converted(plan: SinkPlan, iterator, id_prefix: Optional[str], label: str, rows: list,
+               ids_of=None):
+    """``(first task row, ids, messages)`` for each non-empty Arrow batch of ``iterator``:
+    the batch's messages (:func:`.convert.batch_to_messages`) and, with ``ids_of(batch, row)``,
+    its publishing ids (else None). ``rows[0]`` counts the task's rows so far. A row that
+    cannot be converted raises :class:`SinkDataError` naming the task and the batch's first
+    row."""
+    for batch in iterator:
+        n = batch.num_rows
+        if not n:
+            continue
+        row = rows[0]
+        try:
+            messages = batch_to_messages(plan, batch, id_prefix, row)
+            ids = ids_of(batch, row) if ids_of is not None else None
+        except SinkDataError as exc:
+            raise SinkDataError(f"amqp sink {label}: {exc}; that batch starts at row {row} "
+                                "of the task") from exc
+        yield row, ids, messages
+        del messages, ids  # before the next batch is converted: one batch's messages at a time
+        rows[0] = row + n
+
+
 def _write_partition(options: SinkOptions, plan: SinkPlan, iterator, id_prefix: Optional[str],
                      label: str, partition_id: int) -> AmqpCommitMessage:
     """Convert and publish one task's Arrow batches; return its commit message."""
-    row = 0
+    rows = [0]
     with TaskPublisher(options, label) as pub:
-        for batch in iterator:
-            n = batch.num_rows
-            if not n:
-                continue
-            try:
-                messages = batch_to_messages(plan, batch, id_prefix, row)
-            except SinkDataError as exc:
-                raise SinkDataError(f"amqp sink {label}: {exc}; that batch starts at row {row} "
-                                    "of the task") from exc
+        for _, _, messages in _converted(plan, iterator, id_prefix, label, rows):
             pub.publish(messages)
             del messages
-            row += n
         stats = pub.finish()
-    stats.rows = row
+    stats.rows = rows[0]
     return AmqpCommitMessage(partition_id, stats.rows, stats.published, stats.confirmed,
                              stats.returned, stats.body_bytes, stats.seconds)
 
@@ -139,23 +153,14 @@ def _write_partition_stream(options: SinkOptions, plan: SinkPlan, iterator,
 
     name = (task_producer_name(options.producer_name, partition_id)
             if options.producer_name else None)
-    row = 0
+    rows = [0]
+    ids_of = (lambda batch, row: _publishing_ids(plan, batch, batch_id, row)) if name else None
     with StreamTaskPublisher(options, label, name) as pub:
-        for batch in iterator:
-            n = batch.num_rows
-            if not n:
-                continue
-            try:
-                messages = batch_to_messages(plan, batch, id_prefix, row)
-                ids = _publishing_ids(plan, batch, batch_id, row) if name else None
-            except SinkDataError as exc:
-                raise SinkDataError(f"amqp sink {label}: {exc}; that batch starts at row {row} "
-                                    "of the task") from exc
+        for row, ids, messages in _converted(plan, iterator, id_prefix, label, rows, ids_of):
             pub.publish(messages, ids, row)
             del messages
-            row += n
         stats = pub.finish()
-    stats.rows = row
+    stats.rows = rows[0]
     if stats.skipped:
         log.info("amqp sink %s: %d row(s) were in the stream already (producer %s) and were "
                  "not sent again", label, stats.skipped, name)
